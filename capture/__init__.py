@@ -1,0 +1,1 @@
+"""Capture: runs a workload under torch.profiler and writes a run folder of profile bundles."""

@@ -1,0 +1,716 @@
+"""Chunked, bounded-memory loader for large Kineto ``trace.json`` files.
+
+:func:`read_trace_stream` returns the same :class:`~nprof_report.parse.load.Trace` as
+:func:`~nprof_report.parse.load.read_trace` -- the same ``EVENTS`` frame (columns, dtypes, values,
+row order), the same metadata and the same recovery notes -- but never holds the whole document or
+its Python objects in memory. It reads the file (plain, gzip by magic number, single-line or
+pretty-printed, object or bare Chrome JSON Array Format) in windows of ``chunk_bytes``:
+
+1. A small tokenizer finds the top-level ``"traceEvents"`` array. Every other top-level key, before
+   or after the array, is kept as text and decoded at the end as a *skeleton* document (the array
+   replaced by ``[]``), so metadata follows exactly the rules of ``read_trace``.
+2. Each window is cut after the last ``}`` ``,`` ``{`` boundary (any whitespace between). A cut
+   that falls inside a string always yields invalid JSON, so decoding the piece validates the cut;
+   on failure the previous boundary is tried, and when none works the window grows (an event
+   larger than the window).
+3. A piece is compacted with ``msgspec.json.format(indent=-1)`` and decoded into typed
+   ``msgspec`` structs with ``args`` kept as ``msgspec.Raw``; ``External id`` / ``correlation``
+   come from one batched typed decode of the piece's raw ``args``. Columns are built with Polars
+   per piece and concatenated without rechunking.
+
+Field rules are those of ``read_trace`` (``_as_int``, ``_as_us``, ``_label``, ``_clean``, missing
+``ts`` skipped, ``M`` rows default to ``ts`` 0, negative durations read as 0). Pieces with unusual
+types (a boolean ``pid``, a float flow ``id``, a string ``External id`` ...) fail the typed decode
+and are read by a per-event Python path that applies ``read_trace``'s own helpers.
+
+``args`` text: ``read_trace`` stores ``orjson.dumps(args)``. Here the raw ``args`` JSON is compacted
+(whitespace outside strings removed), which is byte-identical to ``orjson.dumps`` for keys,
+strings without escapes, integers, ``true``/``false``/``null``. The rows whose text may differ --
+a backslash escape, a float or exponent, ``-0``, an integer of 19+ digits -- are found with one
+vectorised regex and re-encoded with ``orjson.loads``/``orjson.dumps``, so the column is
+byte-identical. Known, deliberate differences (documented, not worth a per-row cost): an ``args``
+object with duplicate keys keeps them all here (orjson keeps the last), and JSON nested deeper
+than orjson's limit of 1024 levels is accepted here.
+
+Damage: a ``traceEvents`` array cut short (or garbage after its last complete event) keeps the
+complete events and adds the same note as ``read_trace``; the top-level keys are then dropped, as
+``read_trace`` does. Anything else that is not a clean trace (not JSON, binary, not UTF-8, no
+``traceEvents`` list, gzip damage ...) is handed to ``read_trace`` itself, which raises the
+``InputError`` -- so errors are word-for-word identical, at the cost of the reference loader's
+memory on such (broken) files only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import zlib
+from collections.abc import Iterator
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import msgspec
+import orjson
+import polars as pl
+
+from nprof_report.errors import InputError
+from nprof_report.parse.load import (
+    _RELATIVE_TS_LIMIT_US,
+    Trace,
+    TraceMeta,
+    _as_int,
+    _as_us,
+    _clean,
+    _label,
+    read_trace,
+)
+from nprof_report.parse.schema import EVENTS
+
+__all__ = ["read_trace_stream"]
+
+_NAN = math.nan
+_I64 = Annotated[int, msgspec.Meta(ge=-(2**63 - 1), le=2**63 - 1)]
+_US_LIMIT = 9.2e15
+
+
+class _Ev(msgspec.Struct, gc=False):
+    """One event, typed as real traces write it; anything else fails and takes the slow path."""
+
+    ph: str | None = None
+    cat: str | None = None
+    name: str | None = None
+    pid: _I64 | str | None = None
+    tid: _I64 | str | None = None
+    ts: float | str | None = _NAN  # NaN (impossible in JSON) marks a missing key
+    dur: float | str | None = _NAN
+    id: _I64 | str | None = None
+    bp: str | None = None
+    args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+
+
+class _Ids(msgspec.Struct, gc=False):
+    ext: _I64 | None = msgspec.field(name="External id", default=None)
+    correlation: _I64 | None = None
+
+
+class _IdsLower(msgspec.Struct, gc=False):
+    """Both spellings, to apply ``args.get("External id", args.get("external id"))`` exactly."""
+
+    ext: Any = msgspec.field(name="External id", default=msgspec.UNSET)
+    ext_lower: Any = msgspec.field(name="external id", default=msgspec.UNSET)
+    correlation: Any = None
+
+
+_EV_DEC = msgspec.json.Decoder(list[_Ev])
+_IDS_DEC = msgspec.json.Decoder(list[_Ids | None])
+_IDS_LOWER_DEC = msgspec.json.Decoder(list[_IdsLower | None])
+_EV_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args")
+_GET = {f: attrgetter(f) for f in _EV_FIELDS}
+
+# top-level tokens: complete strings, a lone quote (string not finished yet), structure
+_TOK = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]:]', re.S)
+_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
+_WS = b" \t\r\n"
+# args text that orjson.dumps may write differently from the compacted input
+_REENCODE = r'\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}'
+_CONTROL = r"[\x00-\x1f\x7f]"
+_MAX_CUT_TRIES = 4
+_TAIL_WINDOW = 1 << 16
+
+
+class _Fallback(Exception):
+    """The file is not a clean trace: let ``read_trace`` decide (and word the error)."""
+
+
+class _Source:
+    """Decompressed bytes of the file, read in pieces; OS and gzip errors as ``read_bytes``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            raw: IO[bytes] = path.open("rb")
+        except IsADirectoryError as exc:
+            raise InputError(path, "is a folder, expected a trace file") from exc
+        except FileNotFoundError as exc:
+            raise InputError(path, "does not exist") from exc
+        except OSError as exc:
+            raise InputError(path, f"cannot be read ({exc.strerror})") from exc
+        self._raw = raw
+        self._fh: IO[bytes] = raw
+        if self._read_raw(2) == b"\x1f\x8b":
+            raw.seek(0)
+            self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
+        else:
+            raw.seek(0)
+        self.eof = False
+        self.total = 0
+        self.head = b""  # first 4 KiB, for read_trace's binary-file check
+
+    def _read_raw(self, n: int) -> bytes:
+        try:
+            return self._raw.read(n)
+        except OSError as exc:
+            raise InputError(self.path, f"cannot be read ({exc.strerror})") from exc
+
+    def read(self, n: int) -> bytes:
+        if self.eof:
+            return b""
+        try:
+            data = self._fh.read(n)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise InputError(
+                self.path, "gzip data is cut short or corrupt", "copy the file again"
+            ) from exc
+        except OSError as exc:
+            if self._fh is not self._raw:
+                raise InputError(
+                    self.path, "gzip data is cut short or corrupt", "copy the file again"
+                ) from exc
+            raise InputError(self.path, f"cannot be read ({exc.strerror})") from exc
+        if not data:
+            self.eof = True
+        if len(self.head) < 4096:
+            self.head += data[: 4096 - len(self.head)]
+        self.total += len(data)
+        return data
+
+    def close(self) -> None:
+        self._fh.close()
+        self._raw.close()
+
+
+class _Columns:
+    """Per-piece frames and the running counters of ``read_trace``'s loop."""
+
+    def __init__(self, keep_args: bool) -> None:
+        self.keep_args = keep_args
+        self.frames: list[pl.DataFrame] = []
+        self.index = 0  # event_id of the next event (position in traceEvents)
+        self.bad = 0
+        self.negative = 0
+
+    # -- fast path -------------------------------------------------------------------------
+    def add_piece(self, text: bytes) -> None:
+        """Decode ``text`` (a JSON array of events) and append its frame."""
+        if self.keep_args:
+            text = msgspec.json.format(text, indent=-1)
+        else:
+            _check_utf8(text)
+        try:
+            evs = _EV_DEC.decode(text)
+        except msgspec.ValidationError:
+            self._add_slow(_loads(text))
+            return
+        n = len(evs)
+        if not n:
+            return
+        raws: list[msgspec.Raw] = list(map(_GET["args"], evs))
+        ids = _decode_ids(raws)
+        if ids is None:  # an args value that is not an object, or odd id types
+            self._add_slow(_loads(text))
+            return
+        ext, corr = ids
+        ph = pl.Series("ph", list(map(_GET["ph"], evs)), dtype=pl.String)
+        ts = _floats(list(map(_GET["ts"], evs)))
+        # read_trace: ts = _as_us(ev.get("ts", 0 if ph == "M" else None))
+        ts = (
+            pl.select(
+                pl.when(ts.is_nan() & (ph == "M"))
+                .then(0.0)
+                .when(ts.is_nan() | (ts.abs() >= _US_LIMIT))
+                .then(None)
+                .otherwise(ts)
+            )
+            .to_series()
+        )
+        dur = _floats(list(map(_GET["dur"], evs)))
+        dur = pl.select(
+            pl.when(dur.is_nan() | (dur.abs() >= _US_LIMIT)).then(None).otherwise(dur)
+        ).to_series()
+        args: pl.Series | None = None
+        if self.keep_args:
+            args = _args_text(raws)
+        df = pl.DataFrame(
+            {
+                "event_id": pl.int_range(self.index, self.index + n, eager=True),
+                "ph": ph,
+                "cat": _clean_col(pl.Series(list(map(_GET["cat"], evs)), dtype=pl.String)),
+                "name": _clean_col(
+                    pl.Series(list(map(_GET["name"], evs)), dtype=pl.String)
+                ).fill_null(""),
+                "pid": _labels(list(map(_GET["pid"], evs))),
+                "tid": _labels(list(map(_GET["tid"], evs))),
+                "ts": ts,
+                "dur": dur,
+                "flow_id": _labels(list(map(_GET["id"], evs))),
+                "bp": pl.Series(list(map(_GET["bp"], evs)), dtype=pl.String),
+                "external_id": ext,
+                "correlation": corr,
+                "args": args if args is not None else pl.Series([None] * n, dtype=pl.String),
+            }
+        )
+        del evs
+        self.index += n
+        keep = df["ts"].is_not_null()
+        kept = int(keep.sum())
+        if kept < n:
+            self.bad += n - kept
+            df = df.filter(keep)
+        neg = df["dur"] < 0
+        nneg = int(neg.sum())
+        if nneg:
+            self.negative += nneg
+        df = df.select(
+            "event_id",
+            "ph",
+            "cat",
+            "name",
+            "pid",
+            "tid",
+            _ns(pl.col("ts")).alias("ts_ns"),
+            _ns(pl.when(pl.col("dur") < 0).then(0.0).otherwise(pl.col("dur"))).alias("dur_ns"),
+            "flow_id",
+            "bp",
+            "external_id",
+            "correlation",
+            "args",
+        )
+        self.frames.append(df)
+
+    # -- slow path: read_trace's loop on decoded Python objects --------------------------------
+    def _add_slow(self, events: list[Any]) -> None:
+        cols: dict[str, list[Any]] = {name: [] for name in EVENTS.names()}
+        for offset, ev in enumerate(events):
+            index = self.index + offset
+            if not isinstance(ev, dict):
+                self.bad += 1
+                continue
+            ts = _as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
+            if ts is None:
+                self.bad += 1
+                continue
+            dur = _as_us(ev.get("dur")) if "dur" in ev else None
+            if dur is not None and dur < 0:
+                self.negative += 1
+                dur = 0.0
+            args = ev.get("args")
+            args = args if isinstance(args, dict) else None
+            cols["event_id"].append(index)
+            cols["ph"].append(_label(ev.get("ph")))
+            cols["cat"].append(_clean(ev.get("cat")))
+            cols["name"].append(_clean(ev.get("name")) or "")
+            cols["pid"].append(_label(ev.get("pid")))
+            cols["tid"].append(_label(ev.get("tid")))
+            cols["ts_ns"].append(round(ts * 1000))
+            cols["dur_ns"].append(None if dur is None else round(dur * 1000))
+            cols["flow_id"].append(_label(ev.get("id")))
+            cols["bp"].append(_label(ev.get("bp")))
+            ext = args.get("External id", args.get("external id")) if args else None
+            cols["external_id"].append(_as_int(ext))
+            cols["correlation"].append(_as_int(args.get("correlation")) if args else None)
+            if self.keep_args:
+                cols["args"].append(orjson.dumps(args).decode() if args else None)
+            else:
+                cols["args"].append(None)
+        self.index += len(events)
+        self.frames.append(pl.DataFrame(cols, schema=EVENTS))
+
+    def frame(self) -> pl.DataFrame:
+        if not self.frames:
+            return pl.DataFrame(schema=EVENTS)
+        return pl.concat(self.frames, how="vertical", rechunk=False)
+
+
+def _ns(expr: pl.Expr) -> pl.Expr:
+    """``round(us * 1000)`` as Python does it (half to even), as Int64."""
+    return (expr * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+
+
+def _loads(text: bytes) -> list[Any]:
+    try:
+        out = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise _Fallback from exc
+    if not isinstance(out, list):
+        raise _Fallback
+    return out
+
+
+def _check_utf8(text: bytes) -> None:
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Fallback from exc
+
+
+def _floats(values: list[Any]) -> pl.Series:
+    """``ts``/``dur`` values (float, NaN for missing, None, or text) as Float64 (``_as_us``)."""
+    try:
+        return pl.Series(values, dtype=pl.Float64)
+    except (TypeError, OverflowError):
+        out: list[float | None] = []
+        for v in values:
+            if isinstance(v, float):
+                out.append(v)
+            else:
+                conv = _as_us(v)  # text -> float or None
+                out.append(_NAN if conv is None and v is None else conv)
+        # None (null or unparsable text) must read as "bad", not "missing": use +inf (> limit)
+        return pl.Series(
+            [math.inf if x is None else x for x in out], dtype=pl.Float64
+        ).replace(math.inf, None) if False else _floats_marked(values)
+
+
+def _floats_marked(values: list[Any]) -> pl.Series:
+    """Float64 with NaN for a missing key, null for null/unusable text, value otherwise."""
+    out: list[float | None] = []
+    for v in values:
+        if isinstance(v, float):
+            out.append(v)
+        else:
+            out.append(_as_us(v))
+    return pl.Series(out, dtype=pl.Float64)
+
+
+def _labels(values: list[Any]) -> pl.Series:
+    """pid/tid/id values (int in int64 range, str, None) as ``_label`` text."""
+    return pl.Series(values, dtype=pl.String, strict=False)
+
+
+def _clean_col(s: pl.Series) -> pl.Series:
+    """``_clean`` on a String column: escape control characters (rare, done in Python)."""
+    bad = s.str.contains(_CONTROL)
+    if not bad.any():
+        return s
+    return pl.Series(
+        s.name,
+        [_clean(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
+        dtype=pl.String,
+    )
+
+
+def _decode_ids(raws: list[msgspec.Raw]) -> tuple[pl.Series, pl.Series] | None:
+    """External id and correlation of each event's raw args (None: take the slow path)."""
+    joined = b"[" + b",".join(raws) + b"]"
+    try:
+        if b'"external id"' in joined:
+            low = _IDS_LOWER_DEC.decode(joined)
+            ext_v = [
+                None
+                if r is None
+                else _as_int(
+                    r.ext
+                    if r.ext is not msgspec.UNSET
+                    else (None if r.ext_lower is msgspec.UNSET else r.ext_lower)
+                )
+                for r in low
+            ]
+            corr_v = [None if r is None else _as_int(r.correlation) for r in low]
+        else:
+            ids = _IDS_DEC.decode(joined)
+            ext_v = [None if r is None else r.ext for r in ids]
+            corr_v = [None if r is None else r.correlation for r in ids]
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError as exc:
+        raise _Fallback from exc
+    return (
+        pl.Series("external_id", ext_v, dtype=pl.Int64),
+        pl.Series("correlation", corr_v, dtype=pl.Int64),
+    )
+
+
+def _args_text(raws: list[msgspec.Raw]) -> pl.Series:
+    """Compact raw args as orjson.dumps text; null unless a non-empty object."""
+    # a compacted JSON value never holds a raw newline, so it separates the values safely
+    blob = pl.Series([b"\n".join(raws)], dtype=pl.Binary)
+    try:
+        text = blob.cast(pl.String)
+    except pl.exceptions.ComputeError as exc:  # invalid UTF-8: read_trace's error
+        raise _Fallback from exc
+    del blob
+    s = text.str.split("\n").explode().rename("args")
+    del text
+    s = pl.select(
+        pl.when(s.str.starts_with("{") & (s != "{}")).then(s).otherwise(None)
+    ).to_series()
+    redo = s.str.contains(_REENCODE).fill_null(False)
+    if redo.any():
+        idx = redo.arg_true()
+        fixed = [orjson.dumps(orjson.loads(v)).decode() for v in s.gather(idx).to_list()]
+        s = s.scatter(idx, fixed)
+    return s
+
+
+# -- top-level structure --------------------------------------------------------------------------
+def _skip_ws(buf: bytes, pos: int) -> int:
+    n = len(buf)
+    while pos < n and buf[pos] in _WS:
+        pos += 1
+    return pos
+
+
+class _Reader:
+    def __init__(self, path: Path, chunk_bytes: int) -> None:
+        self.src = _Source(path)
+        self.chunk = max(64, chunk_bytes)
+        self.buf = b""
+        self.offset = 0  # absolute offset of buf[0]
+
+    def more(self, n: int | None = None) -> bool:
+        data = self.src.read(n or self.chunk)
+        if data:
+            self.buf += data
+        return bool(data)
+
+    def drop(self, k: int) -> None:
+        self.buf = self.buf[k:]
+        self.offset += k
+
+    def find_array(self) -> tuple[bytes | None, bool]:
+        """Consume up to just after the events' ``[``; return (text before it, array format)."""
+        while True:
+            pos = _skip_ws(self.buf, 0)
+            if pos < len(self.buf):
+                break
+            if not self.more():
+                raise _Fallback  # empty file: read_trace words it
+        first = self.buf[pos : pos + 1]
+        if first == b"[":
+            self.drop(pos + 1)
+            return None, True
+        if first != b"{":
+            raise _Fallback
+        depth = 0
+        key: bytes | None = None
+        last_str: bytes | None = None
+        scan = pos
+        while True:
+            m = _TOK.search(self.buf, scan)
+            if m is None or m.group() == b'"':
+                if not self.more():
+                    raise _Fallback
+                continue
+            tok = m.group()
+            scan = m.end()
+            if tok[0:1] == b'"':
+                last_str = tok if depth == 1 else None
+                continue
+            if tok in (b"{", b"["):
+                depth += 1
+            elif tok in (b"}", b"]"):
+                depth -= 1
+                if depth == 0:
+                    raise _Fallback  # the object closed without a traceEvents array
+            elif tok == b":" and depth == 1:
+                key = last_str
+                if key == b'"traceEvents"':
+                    while True:
+                        vpos = _skip_ws(self.buf, scan)
+                        if vpos < len(self.buf):
+                            break
+                        if not self.more():
+                            raise _Fallback
+                    if self.buf[vpos : vpos + 1] != b"[":
+                        raise _Fallback  # not a list: read_trace's "not a trace"
+                    prefix = self.buf[:vpos]
+                    if prefix.count(b'"traceEvents"') != 1:
+                        raise _Fallback  # ambiguous for the truncation recovery
+                    self.drop(vpos + 1)
+                    return prefix, False
+
+    def pieces(self) -> Iterator[bytes]:
+        """Yield ``[ev,...]`` pieces; on return ``buf`` holds the rest (after the last cut)."""
+        while True:
+            while len(self.buf) < self.chunk and self.more():
+                pass
+            if self.src.eof:
+                return
+            cut = self._cut()
+            while cut is None:
+                if not self.more():
+                    return
+                cut = self._cut()
+            piece, rest = cut
+            yield piece
+            self.drop(rest)
+
+    def _cut(self) -> tuple[bytes, int] | None:
+        """The largest prefix of whole events that decodes, or None (need more bytes)."""
+        buf = self.buf
+        window = _TAIL_WINDOW
+        tried = 0
+        while True:
+            lo = max(0, len(buf) - window)
+            matches = list(_BOUNDARY.finditer(buf, lo))
+            for m in reversed(matches):
+                text = b"[" + buf[: m.start() + 1] + b"]"
+                try:
+                    msgspec.json.format(text, indent=-1)
+                except msgspec.DecodeError:
+                    tried += 1
+                    if tried >= _MAX_CUT_TRIES:
+                        return None
+                    continue
+                return text, m.end() - 1
+            if lo == 0:
+                return None
+            window *= 8
+
+
+def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 8 << 20) -> Trace:
+    """Load a Kineto trace like :func:`read_trace`, decoding it in bounded memory.
+
+    ``keep_args=False`` leaves the ``args`` column all null (the raw args are most of the
+    frame's memory). ``chunk_bytes`` is the read window; a single event larger than it grows
+    the window.
+    """
+    path = Path(path)
+    try:
+        return _read(path, keep_args, chunk_bytes)
+    except _Fallback:
+        trace = read_trace(path)
+        if keep_args:
+            return trace
+        return Trace(
+            trace.meta, trace.events.with_columns(pl.lit(None, pl.String).alias("args")), trace.notes
+        )
+
+
+def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
+    rd = _Reader(path, chunk_bytes)
+    try:
+        prefix, array_format = rd.find_array()
+        cols = _Columns(keep_args)
+        for piece in rd.pieces():
+            cols.add_piece(piece)
+        # end of file: buf = last events, "]", the rest of the document (or a cut-short array)
+        notes: list[str] = []
+        doc = _finish(rd, cols, prefix, array_format, notes)
+    finally:
+        rd.src.close()
+    events = cols.frame()
+    if cols.bad:
+        notes.append(f"{path.name}: skipped {cols.bad} events with a missing or mistyped ts")
+    if cols.negative:
+        notes.append(f"{path.name}: {cols.negative} events had a negative duration, read as 0")
+    return _assemble(path, doc, events, notes)
+
+
+def _finish(
+    rd: _Reader, cols: _Columns, prefix: bytes | None, array_format: bool, notes: list[str]
+) -> dict[str, Any]:
+    """Decode the last events and the document around the array; recover a cut-short array."""
+    buf = rd.buf
+    start = _skip_ws(buf, 0)
+    if buf[start : start + 1] == b"]":  # empty array, or the previous piece ended it
+        close_candidates = [start]
+    else:
+        close_candidates = []
+        pos = len(buf)
+        while len(close_candidates) < 16:
+            pos = buf.rfind(b"]", 0, pos)
+            if pos < 0:
+                break
+            close_candidates.append(pos)
+    for close in close_candidates:
+        body = buf[:close]
+        if body.strip(_WS) and not body.rstrip(_WS).endswith(b"}"):
+            continue
+        text = b"[" + body + b"]"
+        try:
+            msgspec.json.format(text, indent=-1)
+        except msgspec.DecodeError:
+            continue
+        cols.add_piece(text)
+        rest = buf[close + 1 :]
+        skeleton = (b"[]" + rest) if array_format else (prefix or b"") + b"[]" + rest
+        try:
+            doc = orjson.loads(skeleton)
+        except orjson.JSONDecodeError as exc:
+            # read_trace: whole-document decode fails -> checks, then recovery of all events
+            if "recursion" in str(exc).lower():
+                raise _Fallback from exc
+            _check_utf8(rest)
+            if b"\x00" in rd.src.head:
+                raise _Fallback from exc
+            used = rd.offset + close
+            _note_cut(rd, cols.index, used, notes)
+            return {}
+        if array_format:
+            return {}
+        if not isinstance(doc, dict):
+            raise _Fallback
+        return doc
+    # no closing bracket decodes: the array is cut short (or damaged) inside the last events
+    if b"\x00" in rd.src.head:
+        raise _Fallback
+    try:
+        text = buf.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Fallback from exc
+    if array_format and rd.offset == 1 and cols.index == 0 and start > 0:
+        raise _Fallback
+    decoder = json.JSONDecoder()
+    pos, events = 0, []
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (json.JSONDecodeError, RecursionError):
+            break
+        events.append(obj)
+        pos = end
+    if not events and not cols.index:
+        raise _Fallback
+    if events:
+        cols._add_slow(events)
+    used = rd.offset + len(text[:pos].encode("utf-8"))
+    _note_cut(rd, cols.index, used, notes)
+    return {}
+
+
+def _note_cut(rd: _Reader, n_events: int, used: int, notes: list[str]) -> None:
+    total = rd.src.total
+    lost = total - used
+    notes.append(
+        f"{rd.src.path.name}: traceEvents array is cut short; read {n_events} complete events, "
+        f"lost the last {lost} bytes ({100 * lost / total:.1f}% of the file)"
+    )
+
+
+def _assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[str]) -> Trace:
+    """Metadata and clock exactly as ``read_trace`` derives them from the document."""
+    base = _as_int(doc.get("baseTimeNanoseconds"))
+    if base is not None:
+        convention = "relative"
+        events = events.with_columns(pl.col("ts_ns") + base)
+    else:
+        timed = events.filter(pl.col("ph") == "X")["ts_ns"]
+        convention = "absolute-us"
+        if len(timed) and timed.max() < _RELATIVE_TS_LIMIT_US * 1000:  # type: ignore[operator]
+            convention = "relative-no-base"
+            notes.append(
+                f"{path.name}: timestamps look relative but the trace has no baseTimeNanoseconds; "
+                "absolute times are unknown"
+            )
+    devprops = doc.get("deviceProperties")
+    dist = doc.get("distributedInfo")
+    meta = TraceMeta(
+        path=path,
+        base_time_ns=base,
+        timestamp_convention=convention,
+        schema_version=_as_int(doc.get("schemaVersion")),
+        host_name=_label(doc.get("host_name")),
+        device_properties=[d for d in devprops if isinstance(d, dict)]
+        if isinstance(devprops, list)
+        else [],
+        distributed_info=dist if isinstance(dist, dict) else None,
+        record_shapes=bool(doc.get("record_shapes")),
+        profile_memory=bool(doc.get("profile_memory")),
+    )
+    return Trace(meta=meta, events=events, notes=notes)

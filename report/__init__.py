@@ -1,0 +1,1 @@
+"""Report: frames into a data model, the data model into HTML, PDF, CSV and summary.json."""

@@ -1,0 +1,243 @@
+"""Frames in, per-implementation figures out: step times, dispatch, device time, overhead.
+
+Definitions (the report's glossary repeats them):
+
+* *step time*: duration of a ``ProfilerStep#N`` annotation (one loop iteration: the call, the
+  synchronisation and ``prof.step()``);
+* *framework ops per step*: top-level ``cpu_op`` events in the step, i.e. ops with no op around
+  them -- what the Python code dispatched (nested aten calls are not counted again);
+* *host dispatch per step*: the summed duration of those top-level ops, the host time spent inside
+  the framework for the step; *per op* divides it by the ops per step;
+* *framework self time*: summed self CPU time of all ops in the step (time in the ops' own code,
+  excluding runtime calls and nested ops);
+* *runtime time*: summed duration of runtime/driver calls (``cudaLaunchKernel``,
+  ``privateuse1_runtime`` ...) in the step;
+* *device time per step*: summed duration of device activities launched from the step;
+* *profiler overhead*: median profiled step time minus the median un-profiled call time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from nprof_report.bundle import Implementation
+from nprof_report.parse.inputs import Source
+from nprof_report.parse.keyavg import key_averages
+from nprof_report.parse.kineto import TraceFrames, load_frames
+from nprof_report.parse.load import TraceMeta
+
+STEP_COLUMNS = pl.Schema(
+    {
+        "step": pl.Int32,
+        "dur_ns": pl.Int64,
+        "top_ops": pl.UInt32,
+        "all_ops": pl.UInt32,
+        "dispatch_ns": pl.Int64,
+        "op_self_ns": pl.Int64,
+        "runtime_calls": pl.UInt32,
+        "runtime_ns": pl.Int64,
+        "device_activities": pl.UInt32,
+        "device_ns": pl.Int64,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary statistics of a sample, in microseconds."""
+
+    n: int
+    median: float
+    mean: float
+    minimum: float
+    maximum: float
+    p25: float
+    p75: float
+    stdev: float
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range."""
+        return self.p75 - self.p25
+
+
+def distribution(values_us: list[float]) -> Distribution | None:
+    """Statistics of a sample (None when empty)."""
+    if not values_us:
+        return None
+    ordered = sorted(values_us)
+    if len(ordered) >= 2:
+        q = statistics.quantiles(ordered, n=4, method="inclusive")
+        p25, p75 = q[0], q[2]
+    else:
+        p25 = p75 = ordered[0]
+    return Distribution(
+        n=len(ordered),
+        median=statistics.median(ordered),
+        mean=statistics.fmean(ordered),
+        minimum=ordered[0],
+        maximum=ordered[-1],
+        p25=p25,
+        p75=p75,
+        stdev=statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class ImplementationAnalysis:
+    """Everything the report shows about one source."""
+
+    label: str
+    trace_path: str
+    meta: TraceMeta
+    implementation: Implementation | None
+    steps: pl.DataFrame  # STEP_COLUMNS
+    key_averages: pl.DataFrame
+    top_ops: pl.DataFrame  # per top-level op name: calls per step, dispatch and device time
+    step_time: Distribution | None
+    links_by_method: dict[str, int]
+    has_device: bool
+    notes: list[str] = field(default_factory=list)
+
+    def median_of(self, column: str) -> float:
+        """Median over steps of a per-step column, in µs (counts as they are)."""
+        values = self.steps[column].drop_nulls().to_list()
+        if not values:
+            return 0.0
+        med = float(statistics.median(values))
+        return med / 1000 if column.endswith("_ns") else med
+
+
+def _top_level(ops: pl.DataFrame) -> pl.Series:
+    """True for ops of class ``op`` with no ``op`` among their ancestors."""
+    cls = dict(zip(ops["event_id"].to_list(), ops["cls"].to_list()))
+    parent = dict(zip(ops["event_id"].to_list(), ops["parent_id"].to_list()))
+    memo: dict[int, bool] = {}
+
+    def under_op(eid: int) -> bool:
+        chain = []
+        p = parent.get(eid)
+        result = False
+        while p is not None:
+            if p in memo:
+                result = memo[p]
+                break
+            chain.append(p)
+            if cls.get(p) == "op":
+                result = True
+                break
+            p = parent.get(p)
+        for c in chain:
+            memo[c] = result if cls.get(c) != "op" else memo.get(c, result)
+        return result
+
+    return pl.Series(
+        "top",
+        [c == "op" and not under_op(e) for e, c in zip(ops["event_id"].to_list(), ops["cls"].to_list())],
+    )
+
+
+def per_step(frames: TraceFrames) -> pl.DataFrame:
+    """One row per profiled step with dispatch, runtime and device figures."""
+    ops = frames.ops.with_columns(top=_top_level(frames.ops)).filter(pl.col("step").is_not_null())
+    op_rows = ops.group_by("step").agg(
+        top_ops=(pl.col("top")).sum().cast(pl.UInt32),
+        all_ops=(pl.col("cls") == "op").sum().cast(pl.UInt32),
+        dispatch_ns=pl.col("dur_ns").filter(pl.col("top")).sum(),
+        op_self_ns=pl.col("self_ns").filter(pl.col("cls") == "op").sum(),
+        runtime_calls=(pl.col("cls") == "runtime").sum().cast(pl.UInt32),
+        runtime_ns=pl.col("dur_ns").filter(pl.col("cls") == "runtime").sum(),
+    )
+    dev_rows = (
+        frames.device.filter(pl.col("step").is_not_null())
+        .group_by("step")
+        .agg(device_activities=pl.len().cast(pl.UInt32), device_ns=pl.col("dur_ns").sum())
+    )
+    steps = (
+        frames.steps.select("step", "dur_ns")
+        .join(op_rows, on="step", how="left")
+        .join(dev_rows, on="step", how="left")
+        .sort("step")
+        .fill_null(0)
+    )
+    return steps.select([pl.col(n).cast(t) for n, t in STEP_COLUMNS.items()])
+
+
+def per_top_op(frames: TraceFrames, n_steps: int) -> pl.DataFrame:
+    """Top-level ops by name: calls per step, median dispatch, and device time per call."""
+    ops = frames.ops.with_columns(top=_top_level(frames.ops))
+    top = ops.filter(pl.col("top") & pl.col("step").is_not_null())
+    kernels = (
+        frames.links.filter(pl.col("kind") == "op->device")
+        .join(frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
+        .select(pl.col("src_id").alias("event_id"), pl.col("dur_ns").alias("dev_ns"))
+    )
+    # Device time of a top-level op includes what its nested ops launched.
+    anc = _top_ancestor(ops)
+    dev_by_top = (
+        kernels.with_columns(top_id=pl.col("event_id").replace_strict(anc, default=None))
+        .group_by("top_id")
+        .agg(pl.col("dev_ns").sum(), pl.len().alias("device_activities"))
+    )
+    per = top.join(dev_by_top, left_on="event_id", right_on="top_id", how="left").fill_null(0)
+    steps = max(n_steps, 1)
+    return (
+        per.group_by("name", maintain_order=True)
+        .agg(
+            calls=pl.len(),
+            dispatch_median_us=pl.col("dur_ns").median() / 1000,
+            dispatch_p90_us=pl.col("dur_ns").quantile(0.9, "nearest") / 1000,
+            self_cpu_median_us=pl.col("self_ns").median() / 1000,
+            device_median_us=pl.col("dev_ns").median() / 1000,
+            device_activities=pl.col("device_activities").sum(),
+        )
+        .with_columns(calls_per_step=pl.col("calls") / steps)
+    )
+
+
+def _top_ancestor(ops: pl.DataFrame) -> dict[int, int]:
+    """Map every op to its outermost ``op`` ancestor (itself when it is top-level)."""
+    parent = dict(zip(ops["event_id"].to_list(), ops["parent_id"].to_list()))
+    cls = dict(zip(ops["event_id"].to_list(), ops["cls"].to_list()))
+    out: dict[int, int] = {}
+    for eid in parent:
+        top, p = eid if cls[eid] == "op" else None, parent[eid]
+        while p is not None:
+            if cls.get(p) == "op":
+                top = p
+            p = parent.get(p)
+        if top is not None:
+            out[eid] = top
+    return out
+
+
+def analyse(source: Source) -> ImplementationAnalysis:
+    """Parse one source and compute its figures."""
+    if source.trace is None:
+        raise ValueError(f"{source.folder}: no trace.json to analyse")
+    frames = load_frames(source.trace)
+    steps = per_step(frames)
+    notes = list(frames.notes)
+    if steps.is_empty():
+        notes.append(f"{source.label}: no ProfilerStep#N annotations; step figures are empty")
+    step_time = distribution([d / 1000 for d in steps["dur_ns"].to_list()])
+    links = frames.links.group_by("kind", "method").len()
+    return ImplementationAnalysis(
+        label=source.label,
+        trace_path=str(source.trace),
+        meta=frames.meta,
+        implementation=source.implementation,
+        steps=steps,
+        key_averages=key_averages(frames),
+        top_ops=per_top_op(frames, steps.height),
+        step_time=step_time,
+        links_by_method={
+            f"{k} ({m})": int(n)
+            for k, m, n in zip(links["kind"].to_list(), links["method"].to_list(), links["len"].to_list())
+        },
+        has_device=frames.device.height > 0,
+        notes=notes,
+    )

@@ -1,0 +1,49 @@
+"""``nprof-report ops``: key_averages-style tables for every source in a path."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+from nprof_report.parse.inputs import resolve
+from nprof_report.parse.keyavg import key_averages
+from nprof_report.parse.kineto import load_frames
+from nprof_report.textout import format_table
+
+JSON_COLUMNS = ["name", "device_type", "calls", "self_cpu_us", "cpu_total_us", "self_device_us",
+                "device_total_us"]
+
+
+def ops_tables(path: Path) -> list[tuple[str, pl.DataFrame]]:
+    """(label, key_averages table) for every source under ``path``."""
+    inputs = resolve(path)
+    out = []
+    for source in inputs.sources:
+        if source.trace is None:
+            continue
+        out.append((source.label, key_averages(load_frames(source.trace))))
+    return out
+
+
+def render_ops(path: Path, *, fmt: str, limit: int | None = None) -> str:
+    """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``."""
+    tables = ops_tables(path)
+    several = len(tables) > 1
+    if fmt == "table":
+        return "\n\n".join(
+            format_table(t, title=label if several else None, limit=limit) for label, t in tables
+        )
+    frames = [
+        t.select(JSON_COLUMNS).with_columns(pl.lit(label).alias("source")) if several
+        else t.select(JSON_COLUMNS)
+        for label, t in tables
+    ]
+    combined = pl.concat(frames) if frames else pl.DataFrame()
+    if fmt == "json":
+        return orjson.dumps(combined.to_dicts(), option=orjson.OPT_INDENT_2).decode()
+    buf = io.StringIO()
+    combined.write_csv(buf)
+    return buf.getvalue().rstrip("\n")

@@ -1,0 +1,145 @@
+"""Analyses into ``summary.json``: every number the report shows, in one versioned document.
+
+Schema ``nprof-summary`` version 1 (documented in the README):
+
+* ``run``: provenance from the manifest (null fields when the input was a bare trace);
+* ``implementations[]``: per source, ``label``, ``trace``, ``status``, ``steps`` (per-step rows),
+  ``step_time_us`` (n, median, mean, min, max, p25, p75, iqr, stdev), ``headline`` (the page-1
+  figures), ``top_ops`` and ``key_averages`` rows, ``links`` (count per kind and method);
+* ``comparisons[]``: each implementation against the baseline (the first one);
+* ``findings[]``: ranked rule results, each with its evidence;
+* ``caveats[]``: recovered damage and warnings.
+
+All times are microseconds (``_us``) unless the key says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from nprof_report.bundle import Manifest
+from nprof_report.report.analyses import ImplementationAnalysis
+from nprof_report.report.findings import find
+
+SUMMARY_FORMAT = "nprof-summary"
+SUMMARY_VERSION = 1
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def headline(a: ImplementationAnalysis) -> dict[str, Any]:
+    """The page-1 figures of one implementation."""
+    st = a.step_time
+    ops_per_step = a.median_of("top_ops")
+    dispatch = a.median_of("dispatch_ns")
+    device = a.median_of("device_ns") if a.has_device else None
+    unprof = a.implementation.unprofiled if a.implementation else None
+    overhead = (st.median - unprof.median_us) if (st and unprof) else None
+    return {
+        "steps": st.n if st else 0,
+        "step_median_us": _r(st.median) if st else None,
+        "step_p25_us": _r(st.p25) if st else None,
+        "step_p75_us": _r(st.p75) if st else None,
+        "step_iqr_us": _r(st.iqr) if st else None,
+        "step_min_us": _r(st.minimum) if st else None,
+        "step_max_us": _r(st.maximum) if st else None,
+        "framework_ops_per_step": _r(ops_per_step, 2),
+        "all_ops_per_step": _r(a.median_of("all_ops"), 2),
+        "dispatch_per_step_us": _r(dispatch),
+        "dispatch_per_op_us": _r(dispatch / ops_per_step) if ops_per_step else None,
+        "op_self_cpu_per_step_us": _r(a.median_of("op_self_ns")),
+        "runtime_calls_per_step": _r(a.median_of("runtime_calls"), 2),
+        "runtime_per_step_us": _r(a.median_of("runtime_ns")),
+        "device_per_step_us": _r(device),
+        "device_activities_per_step": _r(a.median_of("device_activities"), 2) if a.has_device else None,
+        "device_per_op_us": _r(device / ops_per_step) if (device is not None and ops_per_step) else None,
+        "device_busy_pct": _r(100 * device / st.median, 2) if (device is not None and st and st.median) else None,
+        "unprofiled_median_us": _r(unprof.median_us) if unprof else None,
+        "unprofiled_iqr_us": _r(unprof.iqr_us) if unprof else None,
+        "profiler_overhead_us": _r(overhead),
+        "profiler_overhead_pct": _r(100 * overhead / unprof.median_us, 1) if (overhead is not None and unprof and unprof.median_us) else None,
+        "first_call_s": a.implementation.first_call_s if a.implementation else None,
+    }
+
+
+def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """One implementation's headline against the baseline's.
+
+    A difference *exceeds the noise* when the interquartile ranges of the two step-time samples
+    do not overlap (and likewise for the un-profiled timings).
+    """
+    out: dict[str, Any] = {}
+    for key, lo, hi in (("step_median_us", "step_p25_us", "step_p75_us"),):
+        if base.get(key) is None or other.get(key) is None:
+            continue
+        delta = other[key] - base[key]
+        out["step_delta_us"] = _r(delta)
+        out["step_ratio"] = _r(other[key] / base[key], 3) if base[key] else None
+        out["step_exceeds_noise"] = bool(other[hi] < base[lo] or other[lo] > base[hi])
+    b, o = base.get("unprofiled_median_us"), other.get("unprofiled_median_us")
+    if b is not None and o is not None:
+        out["unprofiled_delta_us"] = _r(o - b)
+        out["unprofiled_ratio"] = _r(o / b, 3) if b else None
+        bi, oi = base["unprofiled_iqr_us"] / 2, other["unprofiled_iqr_us"] / 2
+        out["unprofiled_exceeds_noise"] = bool(abs(o - b) > bi + oi)
+    if base.get("framework_ops_per_step") is not None and other.get("framework_ops_per_step") is not None:
+        out["ops_per_step_delta"] = _r(other["framework_ops_per_step"] - base["framework_ops_per_step"], 2)
+    return out
+
+
+def build_summary(
+    analyses: list[ImplementationAnalysis], manifest: Manifest | None, caveats: list[str]
+) -> dict[str, Any]:
+    """The ``summary.json`` document."""
+    impls = []
+    for a in analyses:
+        impls.append(
+            {
+                "label": a.label,
+                "trace": a.trace_path,
+                "description": a.implementation.description if a.implementation else None,
+                "timestamp_convention": a.meta.timestamp_convention,
+                "headline": headline(a),
+                "step_time_us": None if a.step_time is None else {**{k: _r(v) for k, v in asdict(a.step_time).items()}, "iqr": _r(a.step_time.iqr)},
+                "steps": [
+                    {
+                        (k[:-3] + "_us" if k.endswith("_ns") else k): (
+                            _r(v / 1000) if k.endswith("_ns") else v
+                        )
+                        for k, v in row.items()
+                    }
+                    for row in a.steps.to_dicts()
+                ],
+                "top_ops": [{k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()} for r in a.top_ops.to_dicts()],
+                "key_averages": [{k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()} for r in a.key_averages.to_dicts()],
+                "links": a.links_by_method,
+                "has_device_activities": a.has_device,
+            }
+        )
+    comparisons = []
+    if impls:
+        base = impls[0]
+        for other in impls[1:]:
+            comparisons.append({"baseline": base["label"], "label": other["label"], **compare(base["headline"], other["headline"])})
+    all_caveats = list(caveats) + [n for a in analyses for n in a.notes]
+    summary: dict[str, Any] = {
+        "format": SUMMARY_FORMAT,
+        "format_version": SUMMARY_VERSION,
+        "run": _run_record(manifest),
+        "implementations": impls,
+        "comparisons": comparisons,
+        "caveats": all_caveats,
+    }
+    summary["findings"] = find(summary)
+    return summary
+
+
+def _run_record(manifest: Manifest | None) -> dict[str, Any] | None:
+    if manifest is None:
+        return None
+    record = asdict(manifest)
+    record.pop("implementations")
+    return record

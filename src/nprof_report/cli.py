@@ -1,0 +1,121 @@
+"""The ``nprof-report`` command: a thin layer over the library.
+
+Every command turns :class:`~nprof_report.errors.NprofError` into one line on stderr and exit
+code 2; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from nprof_report import __version__
+from nprof_report.errors import NprofError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _shape(value: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(v) for v in value.lower().replace("x", ",").split(",") if v.strip())
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r} is not a shape like 4,512") from exc
+    if not dims or any(d <= 0 for d in dims):
+        raise click.BadParameter(f"{value!r} is not a shape like 4,512")
+    return dims
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nprof-report")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Turn PyTorch profiler captures into design-review evidence (HTML, PDF, CSV, JSON)."""
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.option("--backend", type=click.Choice(["auto", "neuron", "cuda", "cpu"]), default="auto",
+              show_default=True, help="auto picks neuron, then cuda, then cpu.")
+@click.option("--shape", default="4,512", show_default=True, help="Input shape of x.")
+@click.option("--dtype", default="bfloat16", show_default=True, help="torch dtype of x and weight.")
+@click.option("--active", type=int, default=8, show_default=True,
+              help="Profiled steps (schedule wait=2, warmup=1, then these).")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("nprof-runs"),
+              show_default=True, help="Parent folder of the new run folder.")
+@click.option("--impl", "impls", multiple=True, type=click.Choice(["naive", "fused", "compiled"]),
+              help="Implementations to run (default: all three).")
+def capture(backend: str, shape: str, dtype: str, active: int, out: Path,
+            impls: tuple[str, ...]) -> None:
+    """Profile the RMSNorm study (naive, fused, compiled) and write a new run folder.
+
+    The last line printed on standard output is the run folder's path.
+    """
+    from nprof_report.capture.session import CaptureOptions, run_capture
+
+    options = CaptureOptions(
+        out=out, backend=backend, shape=_shape(shape), dtype=dtype, active=active,
+        implementations=impls or ("naive", "fused", "compiled"),
+        command=("nprof-report", *sys.argv[1:]),
+    )
+    run_dir = run_capture(options)
+    click.echo(str(run_dir))
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write the report here instead of <run>/report/.")
+def build(paths: tuple[Path, ...], out: Path | None) -> None:
+    """Build report.html, report.pdf, summary.json and CSV tables.
+
+    PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
+    with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
+    """
+    from nprof_report.report.build import build_report
+
+    for written in build_report(list(paths), out=out):
+        click.echo(str(written))
+
+
+@cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
+              show_default=True)
+@click.option("--limit", type=int, default=None, help="Rows per table (table format).")
+def ops(path: Path, fmt: str, limit: int | None) -> None:
+    """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
+    from nprof_report.report.opsview import render_ops
+
+    click.echo(render_ops(path, fmt=fmt, limit=limit))
+
+
+def main() -> None:
+    """Entry point: run the CLI, mapping library errors to exit code 2."""
+    debug = "--debug" in sys.argv[1:]
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("nprof-report: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except NprofError as exc:
+        if debug:
+            raise
+        click.echo(f"nprof-report: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("nprof-report: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if debug:
+            raise
+        click.echo(f"nprof-report: internal error: {type(exc).__name__}: {exc} "
+                   "(run with --debug for the traceback)", err=True)
+        sys.exit(1)

@@ -1,0 +1,1 @@
+"""Jinja2 templates and CSS of the report (loaded with PackageLoader)."""
