@@ -56,11 +56,14 @@ class _Block:
         self.events = [e for e in events if e.get("ph") != "M"]
         timed = [e["ts"] for e in self.events if isinstance(e.get("ts"), (int, float))]
         self.t0 = min(timed)
-        self.span = max(
-            float(e["ts"]) + float(e.get("dur", 0) or 0)
-            for e in self.events
-            if isinstance(e.get("ts"), (int, float))
-        ) - self.t0
+        self.span = (
+            max(
+                float(e["ts"]) + float(e.get("dur", 0) or 0)
+                for e in self.events
+                if isinstance(e.get("ts"), (int, float))
+            )
+            - self.t0
+        )
         ids = [0]
         for e in self.events:
             if isinstance(e.get("id"), int):
@@ -98,9 +101,7 @@ def _open(path: Path) -> IO[bytes]:
     return path.open("wb")
 
 
-def write_trace(
-    out: Path, mb: float, sources: list[str], pretty: bool = False
-) -> tuple[int, int]:
+def write_trace(out: Path, mb: float, sources: list[str], pretty: bool = False) -> tuple[int, int]:
     """Write ``out`` of about ``mb`` MB (uncompressed); returns (uncompressed bytes, events)."""
     docs = {s: orjson.loads(fixture(SOURCES[s]).read_bytes()) for s in sources}
     blocks = {s: _Block(d) for s, d in docs.items()}

@@ -107,7 +107,7 @@ def _neuron_backend() -> Backend:
         }
 
     def neuron_sync() -> None:
-        torch.neuron.synchronize()
+        torch.neuron.synchronize()  # type: ignore[attr-defined]
 
     return Backend(
         "neuron",

@@ -110,8 +110,12 @@ def run_capture(options: CaptureOptions, console: Console | None = None) -> Path
         },
         versions=versions(),
         workload=workload.describe(),
-        schedule={"wait": options.wait, "warmup": options.warmup, "active": options.active,
-                  "repeat": 1},
+        schedule={
+            "wait": options.wait,
+            "warmup": options.warmup,
+            "active": options.active,
+            "repeat": 1,
+        },
         profiler={
             "activities": list(backend.activity_names),
             "record_shapes": options.record_shapes,
@@ -128,21 +132,37 @@ def run_capture(options: CaptureOptions, console: Console | None = None) -> Path
         write_atomic(run_dir / MANIFEST_NAME, replace(done, files=files).to_json())
 
     save([])
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as progress:
         for name in options.implementations:
             task = progress.add_task(f"{name}: compile and warm up", total=4)
             try:
-                results.append(_capture_one(name, backend, workload, options, run_dir, progress, task))
+                results.append(
+                    _capture_one(name, backend, workload, options, run_dir, progress, task)
+                )
             except KeyboardInterrupt:
-                results.append(Implementation(name, DESCRIPTIONS[name], "interrupted",
-                                              error="interrupted by the user (Ctrl-C)"))
-                rest = options.implementations[len(results):]
+                results.append(
+                    Implementation(
+                        name,
+                        DESCRIPTIONS[name],
+                        "interrupted",
+                        error="interrupted by the user (Ctrl-C)",
+                    )
+                )
+                rest = options.implementations[len(results) :]
                 save([Implementation(n, DESCRIPTIONS[n], "not run") for n in rest])
                 raise
             except Exception as exc:  # one failed implementation must not lose the others
-                results.append(Implementation(name, DESCRIPTIONS[name], "failed",
-                                              error=f"{type(exc).__name__}: {exc}"))
+                results.append(
+                    Implementation(
+                        name, DESCRIPTIONS[name], "failed", error=f"{type(exc).__name__}: {exc}"
+                    )
+                )
                 progress.update(task, description=f"{name}: FAILED ({type(exc).__name__})")
             save([])
     return run_dir
@@ -178,7 +198,9 @@ def _capture_one(
     kwargs.setdefault("on_trace_ready", lambda p: p.export_chrome_trace(str(trace_path)))
     steps = options.wait + options.warmup + options.active
     with profile(
-        schedule=schedule(wait=options.wait, warmup=options.warmup, active=options.active, repeat=1),
+        schedule=schedule(
+            wait=options.wait, warmup=options.warmup, active=options.active, repeat=1
+        ),
         record_shapes=options.record_shapes,
         **kwargs,
     ) as prof:
@@ -211,7 +233,9 @@ def _time_unprofiled(fn: Any, x: Any, weight: Any, backend: Backend, seconds: fl
     from torch.utils.benchmark import Timer
 
     sync = backend.synchronize
-    timer = Timer(stmt="fn(x, weight); sync()", globals={"fn": fn, "x": x, "weight": weight, "sync": sync})
+    timer = Timer(
+        stmt="fn(x, weight); sync()", globals={"fn": fn, "x": x, "weight": weight, "sync": sync}
+    )
     m = timer.blocked_autorange(min_run_time=seconds)
     return Timing(
         median_us=round(m.median * 1e6, 4),

@@ -53,7 +53,9 @@ def make_inputs(workload: Workload, device: Any) -> tuple[Any, Any]:
     return x.to(device), weight.to(device)
 
 
-def make_function(name: str, workload: Workload, *, compile_backend: str | None = None) -> Callable[..., Any]:
+def make_function(
+    name: str, workload: Workload, *, compile_backend: str | None = None
+) -> Callable[..., Any]:
     """The implementation ``name`` as a callable ``f(x, weight)``."""
     import torch
 

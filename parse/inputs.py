@@ -11,13 +11,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nprof_report.bundle import MANIFEST_NAME, Implementation, Manifest, read_manifest, verify_checksums
+from nprof_report.bundle import (
+    MANIFEST_NAME,
+    Implementation,
+    Manifest,
+    read_manifest,
+    verify_checksums,
+)
 from nprof_report.errors import InputError
 
-TRACE_PATTERNS = ("*trace.json", "*trace.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz",
-                  "pytorch_trace.json")
-NEURON_PATTERNS = ("ntrace.pb", "*.ntff", "*.neff", "SystemProfileEvents*.parquet",
-                   "system_profile.json")
+TRACE_PATTERNS = (
+    "*trace.json",
+    "*trace.json.gz",
+    "*.pt.trace.json",
+    "*.pt.trace.json.gz",
+    "pytorch_trace.json",
+)
+NEURON_PATTERNS = (
+    "ntrace.pb",
+    "*.ntff",
+    "*.neff",
+    "SystemProfileEvents*.parquet",
+    "system_profile.json",
+)
 
 
 @dataclass(frozen=True)
@@ -114,7 +130,9 @@ def _resolve_run(run_dir: Path) -> Inputs:
 def newest_run(parent: Path) -> Path:
     """The newest run folder (with a manifest) under ``parent``."""
     if not parent.is_dir():
-        raise InputError(parent, "does not exist", "run `nprof-report capture` first or pass a PATH")
+        raise InputError(
+            parent, "does not exist", "run `nprof-report capture` first or pass a PATH"
+        )
     runs = [p for p in parent.iterdir() if (p / MANIFEST_NAME).is_file()]
     if not runs:
         raise InputError(parent, "holds no run folder", "run `nprof-report capture` first")

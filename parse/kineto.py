@@ -38,7 +38,6 @@ from nprof_report.parse.load import Trace, TraceMeta, read_trace
 from nprof_report.parse.schema import DEVICE, LINKS, OPS, STEPS, conform
 
 
-
 @dataclass(frozen=True)
 class TraceFrames:
     """Every frame parse derives from one trace (schemas in :mod:`.schema`)."""
@@ -201,7 +200,9 @@ def build_frames(trace: Trace) -> TraceFrames:
     ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
 
     links = _links(events, ops, device, rt_link, ids, cls)
-    device = device.with_columns(start_ns=pl.col("ts_ns"), end_ns=pl.col("ts_ns") + pl.col("dur_ns"))
+    device = device.with_columns(
+        start_ns=pl.col("ts_ns"), end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
     op_of_device = links.filter(pl.col("kind") == "op->device").select(
         pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
     )
@@ -275,7 +276,9 @@ def _links(
         starts.join(rt_pos, on=["pid", "tid", "ts_ns"])
         .select("flow_id", "src_id")
         .unique("flow_id", keep="first")
-        .join(ends.join(dev_pos, on=["pid", "tid", "ts_ns"]).select("flow_id", "dst_id"), on="flow_id")
+        .join(
+            ends.join(dev_pos, on=["pid", "tid", "ts_ns"]).select("flow_id", "dst_id"), on="flow_id"
+        )
         .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("flow"))
     )
     rt_dev = pl.concat([by_corr, by_flow.join(by_corr, on="dst_id", how="anti")])
@@ -289,20 +292,24 @@ def _links(
     )
     # External ids are op ids in this trace when at least one runtime call was linked by them,
     # or when there are no runtime calls at all (a backend that writes only device activities).
-    ext_is_op_id = (
-        op_rt.filter(pl.col("method") == "external_id").height > 0 or runtime.is_empty()
-    )
+    ext_is_op_id = op_rt.filter(pl.col("method") == "external_id").height > 0 or runtime.is_empty()
     direct = pl.DataFrame(schema=LINKS)
     if ext_is_op_id:
-        op_ids = ops.filter(pl.col("cls") == "op").select(
-            pl.col("event_id").alias("src_id"), "external_id"
-        ).unique("external_id", keep="first")
+        op_ids = (
+            ops.filter(pl.col("cls") == "op")
+            .select(pl.col("event_id").alias("src_id"), "external_id")
+            .unique("external_id", keep="first")
+        )
         direct = (
             dev.filter(pl.col("external_id").is_not_null())
             .join(via_runtime, left_on="event_id", right_on="dst_id", how="anti")
             .join(op_ids, on="external_id")
-            .select("src_id", pl.col("event_id").alias("dst_id"), kind=pl.lit("op->device"),
-                    method=pl.lit("external_id"))
+            .select(
+                "src_id",
+                pl.col("event_id").alias("dst_id"),
+                kind=pl.lit("op->device"),
+                method=pl.lit("external_id"),
+            )
         )
     del cls
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])

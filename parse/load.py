@@ -182,7 +182,8 @@ def read_trace(path: Path) -> Trace:
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise InputError(
-            path, "is JSON but not a trace (no \"traceEvents\" list)",
+            path,
+            'is JSON but not a trace (no "traceEvents" list)',
             "pass a torch.profiler trace.json",
         )
     base = _as_int(doc.get("baseTimeNanoseconds"))

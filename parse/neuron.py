@@ -23,6 +23,15 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.parse.neuron_device import (
+    DEVICE_EXECUTION_INFO,
+    DEVICE_INSTRUCTION,
+    DEVICE_SUMMARY,
+    FRAMEWORK_MAPPING,
+    load_device_profile_dir,
+    load_device_profile_json,
+    load_framework_mapping,
+)
 from nprof_report.parse.neuron_figures import (
     DeviceSummaryFigures,
     StepFigures,
@@ -52,17 +61,10 @@ from nprof_report.parse.neuron_link import (
     merge_executions,
 )
 from nprof_report.parse.neuron_load import (
-    DEVICE_EXECUTION_INFO,
-    DEVICE_INSTRUCTION,
-    DEVICE_SUMMARY,
-    FRAMEWORK_MAPPING,
     SYSTEM_EVENTS,
     check_schema_version,
     conform,
     dropped_event_warnings,
-    load_device_profile_dir,
-    load_device_profile_json,
-    load_framework_mapping,
     load_system_events_parquet,
     load_system_profile_json,
     read_schema_version,
@@ -100,11 +102,11 @@ __all__ = [
 
 DEVICE_TIME = pl.Schema(
     {
-        "event_id": pl.Int64,  # Kineto EVENTS.event_id
-        "kind": pl.String,  # "driver" (privateuse1_driver event) or "op" (its cpu_op)
-        "device_ns": pl.Int64,
-        "n_executions": pl.UInt32,
-        "method": pl.String,
+        "event_id": pl.Int64(),  # Kineto EVENTS.event_id
+        "kind": pl.String(),  # "driver" (privateuse1_driver event) or "op" (its cpu_op)
+        "device_ns": pl.Int64(),
+        "n_executions": pl.UInt32(),
+        "method": pl.String(),
     }
 )
 
@@ -280,13 +282,9 @@ def correlate(data: NeuronData, kineto_events: pl.DataFrame | None = None) -> Ne
     """Run links (a)-(d) for one session (see :mod:`.neuron_link`)."""
     ev = data.events
     k = kineto_events if kineto_events is not None else pl.DataFrame()
-    drv_rt = (
-        link_driver_to_runtime(k, ev) if k.height else pl.DataFrame(schema=DRIVER_RT_LINKS)
-    )
+    drv_rt = link_driver_to_runtime(k, ev) if k.height else pl.DataFrame(schema=DRIVER_RT_LINKS)
     if k.height and data.framework_mapping.height:
-        drv_rt = pl.concat(
-            [drv_rt, link_ops_via_framework_mapping(k, data.framework_mapping, ev)]
-        )
+        drv_rt = pl.concat([drv_rt, link_ops_via_framework_mapping(k, data.framework_mapping, ev)])
     rt_hw = link_runtime_to_hw(ev)
     executions = merge_executions(ev)
     files = link_executions_to_files(

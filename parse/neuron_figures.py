@@ -104,7 +104,9 @@ def submit_latencies(
         .group_by("rt_id")
         .agg(pl.col("start_ns").first(), pl.col("x_start").min())
     )
-    return j.select("rt_id", "start_ns", (pl.col("x_start") - pl.col("start_ns")).alias("latency_ns"))
+    return j.select(
+        "rt_id", "start_ns", (pl.col("x_start") - pl.col("start_ns")).alias("latency_ns")
+    )
 
 
 def step_figures(
@@ -166,9 +168,7 @@ def step_figures(
     return out
 
 
-def device_summary_figures(
-    summary: pl.DataFrame, executions: pl.DataFrame
-) -> DeviceSummaryFigures:
+def device_summary_figures(summary: pl.DataFrame, executions: pl.DataFrame) -> DeviceSummaryFigures:
     """Engine active percentages and MFU/MBU estimates from ``Summary`` (§3.2).
 
     Each model's Summary row is weighted by (executions of that model) x ``total_time_ns``, so a

@@ -302,8 +302,6 @@ def _build(session_dir: Path, files: list[Path]) -> NeuronSession:
         device_profile_dirs=tuple(p for p in pdirs if p.is_device),
         system_profile_json=tuple(sys_json),
         device_profile_json=tuple(dev_json),
-        framework_mappings=tuple(
-            sorted(f for f in direct if FRAMEWORK_MAPPING_RE.match(f.name))
-        ),
+        framework_mappings=tuple(sorted(f for f in direct if FRAMEWORK_MAPPING_RE.match(f.name))),
         notes=tuple(notes),
     )

@@ -30,64 +30,64 @@ FRAMEWORK_MATCH_TOLERANCE_NS = 50_000
 
 DRIVER_EVENTS = pl.Schema(
     {
-        "event_id": pl.Int64,
-        "name": pl.String,
-        "pid": pl.String,
-        "tid": pl.String,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "external_id": pl.Int64,
-        "correlation": pl.Int64,
-        "nrt_sequence_id": pl.String,
-        "neff_cache_key": pl.String,
+        "event_id": pl.Int64(),
+        "name": pl.String(),
+        "pid": pl.String(),
+        "tid": pl.String(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "external_id": pl.Int64(),
+        "correlation": pl.Int64(),
+        "nrt_sequence_id": pl.String(),
+        "neff_cache_key": pl.String(),
     }
 )
 DRIVER_RT_LINKS = pl.Schema(
     {
-        "event_id": pl.Int64,  # Kineto EVENTS.event_id of the driver event
-        "nrt_sequence_id": pl.String,
-        "rt_id": pl.Int64,  # SYSTEM_EVENTS.event_id of the neuron_rt row
-        "rt_name": pl.String,
-        "method": pl.String,
+        "event_id": pl.Int64(),  # Kineto EVENTS.event_id of the driver event
+        "nrt_sequence_id": pl.String(),
+        "rt_id": pl.Int64(),  # SYSTEM_EVENTS.event_id of the neuron_rt row
+        "rt_name": pl.String(),
+        "method": pl.String(),
     }
 )
 RT_HW_LINKS = pl.Schema(
     {
-        "rt_id": pl.Int64,
-        "hw_id": pl.Int64,
-        "exec_key": pl.String,
-        "model_id": pl.String,
-        "flow_id": pl.String,
-        "method": pl.String,
+        "rt_id": pl.Int64(),
+        "hw_id": pl.Int64(),
+        "exec_key": pl.String(),
+        "model_id": pl.String(),
+        "flow_id": pl.String(),
+        "method": pl.String(),
     }
 )
 EXECUTIONS = pl.Schema(
     {
-        "exec_key": pl.String,
-        "process_id": pl.Int64,
-        "nc_idx": pl.Int64,
-        "model_id": pl.String,
-        "model_name": pl.String,
-        "flow_id": pl.String,
-        "exec_id": pl.Int64,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "dur_ns": pl.Int64,  # union of the per-pcore intervals
-        "n_rows": pl.UInt32,
+        "exec_key": pl.String(),
+        "process_id": pl.Int64(),
+        "nc_idx": pl.Int64(),
+        "model_id": pl.String(),
+        "model_name": pl.String(),
+        "flow_id": pl.String(),
+        "exec_id": pl.Int64(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),  # union of the per-pcore intervals
+        "n_rows": pl.UInt32(),
         "pcore_idxs": pl.List(pl.Int64),
         "hw_ids": pl.List(pl.Int64),
-        "method": pl.String,
+        "method": pl.String(),
     }
 )
 EXEC_FILES = pl.Schema(
     {
-        "exec_key": pl.String,
-        "model_id": pl.String,
-        "neff_path": pl.String,
-        "ntff_path": pl.String,
-        "device_profile": pl.String,
-        "device_ns": pl.Int64,
-        "method": pl.String,
+        "exec_key": pl.String(),
+        "model_id": pl.String(),
+        "neff_path": pl.String(),
+        "ntff_path": pl.String(),
+        "device_profile": pl.String(),
+        "device_ns": pl.Int64(),
+        "method": pl.String(),
     }
 )
 
@@ -144,10 +144,10 @@ def match_framework_rows(events: pl.DataFrame, sys_events: pl.DataFrame) -> pl.D
     if k.height == 0 or fw.height == 0:
         return pl.DataFrame(
             schema={
-                "event_id": pl.Int64,
-                "fw_id": pl.Int64,
-                "cat": pl.String,
-                "offset_ns": pl.Int64,
+                "event_id": pl.Int64(),
+                "fw_id": pl.Int64(),
+                "cat": pl.String(),
+                "offset_ns": pl.Int64(),
                 "fw_flow_ids": pl.List(pl.String),
             }
         )
@@ -158,6 +158,7 @@ def match_framework_rows(events: pl.DataFrame, sys_events: pl.DataFrame) -> pl.D
         by=["name", "dur_us"],
         strategy="nearest",
         tolerance=FRAMEWORK_MATCH_TOLERANCE_NS,
+        check_sortedness=False,  # sorted above; polars cannot check it with ``by``
     ).filter(pl.col("event_id").is_not_null())
     # One Kineto event per framework row; keep the closest when two rows claim the same event.
     return (
@@ -399,21 +400,24 @@ def link_executions_to_files(
         return pl.DataFrame(schema=EXEC_FILES)
     neff_df = pl.DataFrame(
         {"model_id": [m for m, _ in neffs], "neff_path": [p for _, p in neffs]},
-        schema={"model_id": pl.String, "neff_path": pl.String},
+        schema={"model_id": pl.String(), "neff_path": pl.String},
     ).unique("model_id", keep="first", maintain_order=True)
     model_ntff = [(m, p) for m, p, s in ntffs if m is not None and not s]
     ntff_df = pl.DataFrame(
         {"model_id": [m for m, _ in model_ntff], "ntff_path": [p for _, p in model_ntff]},
-        schema={"model_id": pl.String, "ntff_path": pl.String},
+        schema={"model_id": pl.String(), "ntff_path": pl.String},
     ).unique("model_id", keep="first", maintain_order=True)
     session_ntff = next((p for m, p, s in ntffs if s), None)
     ex = executions.select("exec_key", "model_id", "start_ns").sort("start_ns")
     ex = ex.with_columns(pl.int_range(pl.len()).over("model_id").alias("_nth"))
     ex = ex.join(neff_df, on="model_id", how="left").join(ntff_df, on="model_id", how="left")
 
-    info = execution_info.filter(pl.col("model_id").is_not_null()).sort(
-        "profile", "execution_index"
-    )
+    # Only session profiles map executions by order: a model-mode profile (its Summary names one
+    # model) holds the first execution of its NEFF, often in warm-up (§2.7).
+    model_profiles = summary.filter(pl.col("model_id").is_not_null()).get_column("profile")
+    info = execution_info.filter(
+        pl.col("model_id").is_not_null() & ~pl.col("profile").is_in(model_profiles.implode())
+    ).sort("profile", "execution_index")
     info = info.with_columns(pl.int_range(pl.len()).over("model_id").alias("_nth")).select(
         "model_id",
         "_nth",
@@ -466,20 +470,18 @@ def device_time_by_driver_event(
         with ``>``, e.g. ``nrt_sequence_id=flow_id>flow_id+model_id>model_id+flow_id+exec_id``).
     """
     schema = {
-        "event_id": pl.Int64,
-        "device_ns": pl.Int64,
-        "n_executions": pl.UInt32,
+        "event_id": pl.Int64(),
+        "device_ns": pl.Int64(),
+        "n_executions": pl.UInt32(),
         "exec_keys": pl.List(pl.String),
-        "method": pl.String,
+        "method": pl.String(),
     }
     if drv_rt.height == 0 or rt_hw.height == 0:
         return pl.DataFrame(schema=schema)
     j = (
         drv_rt.select("event_id", "rt_id", pl.col("method").alias("m_a"))
         .join(rt_hw.select("rt_id", "exec_key", pl.col("method").alias("m_b")), on="rt_id")
-        .join(
-            executions.select("exec_key", "dur_ns", pl.col("method").alias("m_c")), on="exec_key"
-        )
+        .join(executions.select("exec_key", "dur_ns", pl.col("method").alias("m_c")), on="exec_key")
     )
     per_exec = j.group_by("event_id", "exec_key").agg(
         pl.col("dur_ns").first(),

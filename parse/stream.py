@@ -42,12 +42,12 @@ memory on such (broken) files only.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import math
 import re
 import zlib
-from collections.abc import Iterator
 from operator import attrgetter
 from pathlib import Path
 from typing import IO, Annotated, Any
@@ -72,6 +72,7 @@ from nprof_report.parse.schema import EVENTS
 __all__ = ["read_trace_stream"]
 
 _NAN = math.nan
+_NULL_RAW = msgspec.Raw(b"null")
 _I64 = Annotated[int, msgspec.Meta(ge=-(2**63 - 1), le=2**63 - 1)]
 _US_LIMIT = 9.2e15
 
@@ -88,7 +89,7 @@ class _Ev(msgspec.Struct, gc=False):
     dur: float | str | None = _NAN
     id: _I64 | str | None = None
     bp: str | None = None
-    args: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    args: msgspec.Raw = _NULL_RAW
 
 
 class _Ids(msgspec.Struct, gc=False):
@@ -115,10 +116,11 @@ _TOK = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]:]', re.S)
 _BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _WS = b" \t\r\n"
 # args text that orjson.dumps may write differently from the compacted input
-_REENCODE = r'\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}'
+_REENCODE = r"\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}"
 _CONTROL = r"[\x00-\x1f\x7f]"
 _MAX_CUT_TRIES = 4
 _TAIL_WINDOW = 1 << 16
+_RECOVER_LIMIT = 64 << 20  # a damaged element bigger than this ends the recovery
 
 
 class _Fallback(Exception):
@@ -139,7 +141,7 @@ class _Source:
         except OSError as exc:
             raise InputError(path, f"cannot be read ({exc.strerror})") from exc
         self._raw = raw
-        self._fh: IO[bytes] = raw
+        self._fh: IO[bytes] | gzip.GzipFile = raw
         if self._read_raw(2) == b"\x1f\x8b":
             raw.seek(0)
             self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -194,16 +196,19 @@ class _Columns:
 
     # -- fast path -------------------------------------------------------------------------
     def add_piece(self, text: bytes) -> None:
-        """Decode ``text`` (a JSON array of events) and append its frame."""
+        """Decode ``text`` (a JSON array of events) and append its frame.
+
+        Raises ``msgspec.DecodeError`` (and changes nothing) when ``text`` is not valid JSON.
+        """
         if self.keep_args:
             text = msgspec.json.format(text, indent=-1)
-        else:
-            _check_utf8(text)
         try:
             evs = _EV_DEC.decode(text)
         except msgspec.ValidationError:
             self._add_slow(_loads(text))
             return
+        if not self.keep_args:
+            _check_utf8(text)  # args are not decoded here; read_trace rejects bad UTF-8 anywhere
         n = len(evs)
         if not n:
             return
@@ -213,72 +218,64 @@ class _Columns:
             self._add_slow(_loads(text))
             return
         ext, corr = ids
-        ph = pl.Series("ph", list(map(_GET["ph"], evs)), dtype=pl.String)
-        ts = _floats(list(map(_GET["ts"], evs)))
-        # read_trace: ts = _as_us(ev.get("ts", 0 if ph == "M" else None))
-        ts = (
-            pl.select(
-                pl.when(ts.is_nan() & (ph == "M"))
-                .then(0.0)
-                .when(ts.is_nan() | (ts.abs() >= _US_LIMIT))
-                .then(None)
-                .otherwise(ts)
-            )
-            .to_series()
-        )
-        dur = _floats(list(map(_GET["dur"], evs)))
-        dur = pl.select(
-            pl.when(dur.is_nan() | (dur.abs() >= _US_LIMIT)).then(None).otherwise(dur)
-        ).to_series()
-        args: pl.Series | None = None
-        if self.keep_args:
-            args = _args_text(raws)
+        get = _GET
+        ph = pl.Series("ph", list(map(get["ph"], evs)), dtype=pl.String)
         df = pl.DataFrame(
-            {
-                "event_id": pl.int_range(self.index, self.index + n, eager=True),
-                "ph": ph,
-                "cat": _clean_col(pl.Series(list(map(_GET["cat"], evs)), dtype=pl.String)),
-                "name": _clean_col(
-                    pl.Series(list(map(_GET["name"], evs)), dtype=pl.String)
-                ).fill_null(""),
-                "pid": _labels(list(map(_GET["pid"], evs))),
-                "tid": _labels(list(map(_GET["tid"], evs))),
-                "ts": ts,
-                "dur": dur,
-                "flow_id": _labels(list(map(_GET["id"], evs))),
-                "bp": pl.Series(list(map(_GET["bp"], evs)), dtype=pl.String),
-                "external_id": ext,
-                "correlation": corr,
-                "args": args if args is not None else pl.Series([None] * n, dtype=pl.String),
-            }
+            [
+                pl.int_range(self.index, self.index + n, eager=True).alias("event_id"),
+                ph,
+                _clean_col(pl.Series("cat", list(map(get["cat"], evs)), dtype=pl.String)),
+                _clean_col(pl.Series("name", list(map(get["name"], evs)), dtype=pl.String)),
+                _labels("pid", list(map(get["pid"], evs))),
+                _labels("tid", list(map(get["tid"], evs))),
+                _floats("ts", list(map(get["ts"], evs))),
+                _floats("dur", list(map(get["dur"], evs))),
+                _labels("flow_id", list(map(get["id"], evs))),
+                pl.Series("bp", list(map(get["bp"], evs)), dtype=pl.String),
+                ext,
+                corr,
+                _args_text(raws)
+                if self.keep_args
+                else pl.repeat(None, n, dtype=pl.String, eager=True).alias("args"),
+            ]
         )
-        del evs
+        del evs, raws
         self.index += n
-        keep = df["ts"].is_not_null()
-        kept = int(keep.sum())
-        if kept < n:
-            self.bad += n - kept
-            df = df.filter(keep)
-        neg = df["dur"] < 0
-        nneg = int(neg.sum())
-        if nneg:
-            self.negative += nneg
-        df = df.select(
-            "event_id",
-            "ph",
-            "cat",
-            "name",
-            "pid",
-            "tid",
-            _ns(pl.col("ts")).alias("ts_ns"),
-            _ns(pl.when(pl.col("dur") < 0).then(0.0).otherwise(pl.col("dur"))).alias("dur_ns"),
-            "flow_id",
-            "bp",
-            "external_id",
-            "correlation",
-            "args",
+        ts, dur = pl.col("ts"), pl.col("dur")
+        # read_trace: ts = _as_us(ev.get("ts", 0 if ph == "M" else None)); missing ts -> skipped
+        ts_us = (
+            pl.when(ts.is_nan() & (pl.col("ph") == "M"))
+            .then(0.0)
+            .when(ts.is_nan() | (ts.abs() >= _US_LIMIT))
+            .then(None)
+            .otherwise(ts)
         )
-        self.frames.append(df)
+        dur_us = pl.when(dur.is_nan() | (dur.abs() >= _US_LIMIT)).then(None).otherwise(dur)
+        df = (
+            df.lazy()
+            .with_columns(ts_us.alias("ts"), dur_us.alias("dur"))
+            .filter(ts.is_not_null())
+            .select(
+                "event_id",
+                "ph",
+                "cat",
+                pl.col("name").fill_null(""),
+                "pid",
+                "tid",
+                _ns(ts).alias("ts_ns"),
+                _ns(pl.when(dur < 0).then(0.0).otherwise(dur)).alias("dur_ns"),
+                "flow_id",
+                "bp",
+                "external_id",
+                "correlation",
+                "args",
+                (dur < 0).alias("_neg"),
+            )
+            .collect()
+        )
+        self.bad += n - df.height
+        self.negative += int(df["_neg"].sum())
+        self.frames.append(df.drop("_neg"))
 
     # -- slow path: read_trace's loop on decoded Python objects --------------------------------
     def _add_slow(self, events: list[Any]) -> None:
@@ -330,12 +327,13 @@ def _ns(expr: pl.Expr) -> pl.Expr:
 
 
 def _loads(text: bytes) -> list[Any]:
+    """orjson's view of a piece; a failure reads as a piece that does not decode."""
     try:
         out = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
-        raise _Fallback from exc
+        raise msgspec.DecodeError(str(exc)) from exc
     if not isinstance(out, list):
-        raise _Fallback
+        raise msgspec.DecodeError("not an array")
     return out
 
 
@@ -346,38 +344,33 @@ def _check_utf8(text: bytes) -> None:
         raise _Fallback from exc
 
 
-def _floats(values: list[Any]) -> pl.Series:
-    """``ts``/``dur`` values (float, NaN for missing, None, or text) as Float64 (``_as_us``)."""
+def _floats(name: str, values: list[Any]) -> pl.Series:
+    """``ts``/``dur`` values as Float64: NaN for a missing key, null when unusable (``_as_us``)."""
     try:
-        return pl.Series(values, dtype=pl.Float64)
+        return pl.Series(name, values, dtype=pl.Float64)
     except (TypeError, OverflowError):
-        out: list[float | None] = []
-        for v in values:
-            if isinstance(v, float):
-                out.append(v)
-            else:
-                conv = _as_us(v)  # text -> float or None
-                out.append(_NAN if conv is None and v is None else conv)
-        # None (null or unparsable text) must read as "bad", not "missing": use +inf (> limit)
-        return pl.Series(
-            [math.inf if x is None else x for x in out], dtype=pl.Float64
-        ).replace(math.inf, None) if False else _floats_marked(values)
+        pass
+    out = [v if isinstance(v, float) else _as_us(v) for v in values]
+    return pl.Series(name, out, dtype=pl.Float64)
 
 
-def _floats_marked(values: list[Any]) -> pl.Series:
-    """Float64 with NaN for a missing key, null for null/unusable text, value otherwise."""
-    out: list[float | None] = []
-    for v in values:
-        if isinstance(v, float):
-            out.append(v)
-        else:
-            out.append(_as_us(v))
-    return pl.Series(out, dtype=pl.Float64)
+class _LabelCache(dict[Any, Any]):
+    """``_label`` of an int (int64 range) or str; pid/tid/id take few distinct values."""
+
+    def __missing__(self, key: Any) -> Any:
+        value = str(key) if key.__class__ is int else key
+        self[key] = value
+        return value
 
 
-def _labels(values: list[Any]) -> pl.Series:
+_LABELS = _LabelCache()
+
+
+def _labels(name: str, values: list[Any]) -> pl.Series:
     """pid/tid/id values (int in int64 range, str, None) as ``_label`` text."""
-    return pl.Series(values, dtype=pl.String, strict=False)
+    if len(_LABELS) > 100_000:
+        _LABELS.clear()
+    return pl.Series(name, list(map(_LABELS.__getitem__, values)), dtype=pl.String)
 
 
 def _clean_col(s: pl.Series) -> pl.Series:
@@ -434,18 +427,19 @@ def _args_text(raws: list[msgspec.Raw]) -> pl.Series:
     del blob
     s = text.str.split("\n").explode().rename("args")
     del text
-    s = pl.select(
-        pl.when(s.str.starts_with("{") & (s != "{}")).then(s).otherwise(None)
-    ).to_series()
+    s = pl.select(pl.when(s.str.starts_with("{") & (s != "{}")).then(s).otherwise(None)).to_series()
     redo = s.str.contains(_REENCODE).fill_null(False)
     if redo.any():
         idx = redo.arg_true()
-        fixed = [orjson.dumps(orjson.loads(v)).decode() for v in s.gather(idx).to_list()]
+        try:
+            fixed = [orjson.dumps(orjson.loads(v)).decode() for v in s.gather(idx).to_list()]
+        except orjson.JSONDecodeError as exc:
+            raise _Fallback from exc
         s = s.scatter(idx, fixed)
     return s
 
 
-# -- top-level structure --------------------------------------------------------------------------
+# -- reading the document ------------------------------------------------------------------------
 def _skip_ws(buf: bytes, pos: int) -> int:
     n = len(buf)
     while pos < n and buf[pos] in _WS:
@@ -453,15 +447,53 @@ def _skip_ws(buf: bytes, pos: int) -> int:
     return pos
 
 
+class _Scan:
+    """Exact, incremental token scan of the array body (used when the quick cut fails)."""
+
+    def __init__(self) -> None:
+        self.pos = 0
+        self.depth = 0
+        self.last_sep: int | None = None  # a depth-0 comma: the end of a whole element
+        self.close: int | None = None  # the "]" that closes the array
+
+    def run(self, buf: bytes) -> None:
+        for m in _TOK.finditer(buf, self.pos):
+            tok = m.group()
+            c = tok[0]
+            if c == 0x22:  # '"'
+                if len(tok) == 1:  # a string not finished in this buffer
+                    self.pos = m.start()
+                    return
+                continue
+            if c in (0x7B, 0x5B):  # { [
+                self.depth += 1
+            elif c in (0x7D, 0x5D):  # } ]
+                self.depth -= 1
+                if self.depth < 0:
+                    if c == 0x5D:
+                        self.close = m.start()
+                    else:
+                        self.depth = 0  # stray "}": leave it to the decoder to reject
+                    self.pos = m.end()
+                    return
+            elif c == 0x2C and self.depth == 0:  # ,
+                self.last_sep = m.start()
+        self.pos = len(buf)
+
+
 class _Reader:
-    def __init__(self, path: Path, chunk_bytes: int) -> None:
+    def __init__(self, path: Path, chunk_bytes: int, cols: _Columns) -> None:
+        self.path = path
         self.src = _Source(path)
         self.chunk = max(64, chunk_bytes)
+        self.cols = cols
         self.buf = b""
-        self.offset = 0  # absolute offset of buf[0]
+        self.offset = 0  # absolute offset of buf[0] in the decompressed stream
+        self.lead_ws = False
+        self.notes: list[str] = []
 
-    def more(self, n: int | None = None) -> bool:
-        data = self.src.read(n or self.chunk)
+    def more(self) -> bool:
+        data = self.src.read(self.chunk)
         if data:
             self.buf += data
         return bool(data)
@@ -470,6 +502,7 @@ class _Reader:
         self.buf = self.buf[k:]
         self.offset += k
 
+    # -- top level ---------------------------------------------------------------------------
     def find_array(self) -> tuple[bytes | None, bool]:
         """Consume up to just after the events' ``[``; return (text before it, array format)."""
         while True:
@@ -478,6 +511,7 @@ class _Reader:
                 break
             if not self.more():
                 raise _Fallback  # empty file: read_trace words it
+        self.lead_ws = pos > 0
         first = self.buf[pos : pos + 1]
         if first == b"[":
             self.drop(pos + 1)
@@ -485,7 +519,6 @@ class _Reader:
         if first != b"{":
             raise _Fallback
         depth = 0
-        key: bytes | None = None
         last_str: bytes | None = None
         scan = pos
         while True:
@@ -498,67 +531,170 @@ class _Reader:
             scan = m.end()
             if tok[0:1] == b'"':
                 last_str = tok if depth == 1 else None
-                continue
-            if tok in (b"{", b"["):
+            elif tok in (b"{", b"["):
                 depth += 1
             elif tok in (b"}", b"]"):
                 depth -= 1
                 if depth == 0:
                     raise _Fallback  # the object closed without a traceEvents array
-            elif tok == b":" and depth == 1:
-                key = last_str
-                if key == b'"traceEvents"':
-                    while True:
-                        vpos = _skip_ws(self.buf, scan)
-                        if vpos < len(self.buf):
-                            break
-                        if not self.more():
-                            raise _Fallback
-                    if self.buf[vpos : vpos + 1] != b"[":
-                        raise _Fallback  # not a list: read_trace's "not a trace"
-                    prefix = self.buf[:vpos]
-                    if prefix.count(b'"traceEvents"') != 1:
-                        raise _Fallback  # ambiguous for the truncation recovery
-                    self.drop(vpos + 1)
-                    return prefix, False
+            elif tok == b":" and depth == 1 and last_str == b'"traceEvents"':
+                while True:
+                    vpos = _skip_ws(self.buf, scan)
+                    if vpos < len(self.buf):
+                        break
+                    if not self.more():
+                        raise _Fallback
+                if self.buf[vpos : vpos + 1] != b"[":
+                    raise _Fallback  # not a list: read_trace's "not a trace"
+                prefix = self.buf[:vpos]
+                if prefix.count(b'"traceEvents"') != 1:
+                    raise _Fallback  # ambiguous for read_trace's truncation recovery
+                self.drop(vpos + 1)
+                return prefix, False
 
-    def pieces(self) -> Iterator[bytes]:
-        """Yield ``[ev,...]`` pieces; on return ``buf`` holds the rest (after the last cut)."""
+    # -- the array -----------------------------------------------------------------------------
+    def events(self) -> int | None:
+        """Decode the array's elements; return the offset in ``buf`` of its ``]`` (None: damaged,
+        and the recovery has run)."""
+        scan: _Scan | None = None
         while True:
             while len(self.buf) < self.chunk and self.more():
                 pass
-            if self.src.eof:
-                return
-            cut = self._cut()
-            while cut is None:
-                if not self.more():
-                    return
-                cut = self._cut()
-            piece, rest = cut
-            yield piece
-            self.drop(rest)
+            if scan is None and self._quick_cut():
+                continue
+            scan = scan or _Scan()
+            scan.run(self.buf)
+            if scan.close is not None:
+                body = self.buf[: scan.close]
+                if body.strip(_WS):
+                    try:
+                        self.cols.add_piece(b"[" + body + b"]")
+                    except msgspec.DecodeError:
+                        self._recover()
+                        return None
+                return scan.close
+            if scan.last_sep is not None and scan.last_sep > 0:
+                try:
+                    self.cols.add_piece(b"[" + self.buf[: scan.last_sep] + b"]")
+                except msgspec.DecodeError:
+                    self._recover()
+                    return None
+                self.drop(scan.last_sep + 1)
+                scan = None
+                continue
+            if not self.more():  # cut short inside the last element
+                self._recover()
+                return None
 
-    def _cut(self) -> tuple[bytes, int] | None:
-        """The largest prefix of whole events that decodes, or None (need more bytes)."""
+    def _quick_cut(self) -> bool:
+        """Decode up to the last ``}`` ``,`` ``{`` boundary that works (a few tries)."""
         buf = self.buf
         window = _TAIL_WINDOW
         tried = 0
         while True:
             lo = max(0, len(buf) - window)
             matches = list(_BOUNDARY.finditer(buf, lo))
-            for m in reversed(matches):
-                text = b"[" + buf[: m.start() + 1] + b"]"
-                try:
-                    msgspec.json.format(text, indent=-1)
-                except msgspec.DecodeError:
-                    tried += 1
-                    if tried >= _MAX_CUT_TRIES:
-                        return None
-                    continue
-                return text, m.end() - 1
-            if lo == 0:
-                return None
+            if matches or lo == 0:
+                break
             window *= 8
+        for m in reversed(matches):
+            try:
+                self.cols.add_piece(b"[" + buf[: m.start() + 1] + b"]")
+            except msgspec.DecodeError:
+                tried += 1
+                if tried >= _MAX_CUT_TRIES:
+                    return False
+                continue
+            self.drop(m.end() - 1)
+            return True
+        return False
+
+    # -- damage ----------------------------------------------------------------------------------
+    def _recover(self) -> None:
+        """read_trace's recovery (stdlib ``raw_decode`` of one element after another) from the
+        start of ``buf``, streamed; then count and check the rest of the file."""
+        if b"\x00" in self.src.head:
+            raise _Fallback
+        if self.prefix_is_array and self.lead_ws:
+            raise _Fallback  # read_trace's recovery does not find the array then
+        udec = codecs.getincrementaldecoder("utf-8")()
+
+        def feed(data: bytes, final: bool = False) -> str:
+            try:
+                return str(udec.decode(data, final))
+            except UnicodeDecodeError as exc:
+                raise _Fallback from exc
+
+        text = feed(self.buf, self.src.eof)
+        base = self.offset
+        self.buf = b""
+        decoder = json.JSONDecoder()
+        pos = 0
+        batch: list[Any] = []
+        while True:
+            while pos < len(text) and text[pos] in " \t\r\n,":
+                pos += 1
+            if pos > self.chunk:  # forget what has been decoded
+                base += len(text[:pos].encode("utf-8"))
+                text, pos = text[pos:], 0
+            try:
+                obj, end = decoder.raw_decode(text, pos)
+                complete = end < len(text) or self.src.eof
+            except (json.JSONDecodeError, RecursionError):
+                obj, complete = None, False
+                if self.src.eof or len(text) - pos > _RECOVER_LIMIT:
+                    break
+            if not complete:  # maybe only cut by the buffer: read on and try again
+                data = self.src.read(self.chunk)
+                text += feed(data, not data)
+                continue
+            batch.append(obj)
+            pos = end
+            if len(batch) >= 20000:
+                self.cols._add_slow(batch)
+                batch = []
+        if batch:
+            self.cols._add_slow(batch)
+        used = base + len(text[:pos].encode("utf-8"))
+        while True:
+            data = self.src.read(self.chunk)
+            feed(data, not data)
+            if not data:
+                break
+        if not self.cols.index:
+            raise _Fallback  # nothing recovered: read_trace's "not valid JSON"
+        self.note_cut(used)
+
+    def note_cut(self, used: int) -> None:
+        total = self.src.total
+        lost = total - used
+        self.notes.append(
+            f"{self.path.name}: traceEvents array is cut short; read {self.cols.index} complete "
+            f"events, lost the last {lost} bytes ({100 * lost / total:.1f}% of the file)"
+        )
+
+    prefix_is_array = False
+
+    def finish(self, prefix: bytes | None, close: int) -> dict[str, Any]:
+        """Decode the document around the array (``close`` indexes its ``]`` in ``buf``)."""
+        while self.more():
+            pass
+        rest = self.buf[close + 1 :]
+        skeleton = b"[]" + rest if prefix is None else prefix + b"[]" + rest
+        try:
+            doc = orjson.loads(skeleton)
+        except orjson.JSONDecodeError as exc:
+            # read_trace: the whole-document decode fails -> its checks, then all the events
+            if "recursion" in str(exc).lower() or b"\x00" in self.src.head:
+                raise _Fallback from exc
+            _check_utf8(skeleton)
+            self.note_cut(self.offset + close)
+            return {}
+        if prefix is None:
+            return {}
+        if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+            raise _Fallback
+        return doc
 
 
 def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 8 << 20) -> Trace:
@@ -575,112 +711,27 @@ def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 
         trace = read_trace(path)
         if keep_args:
             return trace
-        return Trace(
-            trace.meta, trace.events.with_columns(pl.lit(None, pl.String).alias("args")), trace.notes
-        )
+        events = trace.events.with_columns(pl.lit(None, pl.String).alias("args"))
+        return Trace(trace.meta, events, trace.notes)
 
 
 def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
-    rd = _Reader(path, chunk_bytes)
+    cols = _Columns(keep_args)
+    rd = _Reader(path, chunk_bytes, cols)
     try:
         prefix, array_format = rd.find_array()
-        cols = _Columns(keep_args)
-        for piece in rd.pieces():
-            cols.add_piece(piece)
-        # end of file: buf = last events, "]", the rest of the document (or a cut-short array)
-        notes: list[str] = []
-        doc = _finish(rd, cols, prefix, array_format, notes)
+        rd.prefix_is_array = array_format
+        close = rd.events()
+        doc = {} if close is None else rd.finish(prefix, close)
     finally:
         rd.src.close()
     events = cols.frame()
+    notes = rd.notes
     if cols.bad:
         notes.append(f"{path.name}: skipped {cols.bad} events with a missing or mistyped ts")
     if cols.negative:
         notes.append(f"{path.name}: {cols.negative} events had a negative duration, read as 0")
     return _assemble(path, doc, events, notes)
-
-
-def _finish(
-    rd: _Reader, cols: _Columns, prefix: bytes | None, array_format: bool, notes: list[str]
-) -> dict[str, Any]:
-    """Decode the last events and the document around the array; recover a cut-short array."""
-    buf = rd.buf
-    start = _skip_ws(buf, 0)
-    if buf[start : start + 1] == b"]":  # empty array, or the previous piece ended it
-        close_candidates = [start]
-    else:
-        close_candidates = []
-        pos = len(buf)
-        while len(close_candidates) < 16:
-            pos = buf.rfind(b"]", 0, pos)
-            if pos < 0:
-                break
-            close_candidates.append(pos)
-    for close in close_candidates:
-        body = buf[:close]
-        if body.strip(_WS) and not body.rstrip(_WS).endswith(b"}"):
-            continue
-        text = b"[" + body + b"]"
-        try:
-            msgspec.json.format(text, indent=-1)
-        except msgspec.DecodeError:
-            continue
-        cols.add_piece(text)
-        rest = buf[close + 1 :]
-        skeleton = (b"[]" + rest) if array_format else (prefix or b"") + b"[]" + rest
-        try:
-            doc = orjson.loads(skeleton)
-        except orjson.JSONDecodeError as exc:
-            # read_trace: whole-document decode fails -> checks, then recovery of all events
-            if "recursion" in str(exc).lower():
-                raise _Fallback from exc
-            _check_utf8(rest)
-            if b"\x00" in rd.src.head:
-                raise _Fallback from exc
-            used = rd.offset + close
-            _note_cut(rd, cols.index, used, notes)
-            return {}
-        if array_format:
-            return {}
-        if not isinstance(doc, dict):
-            raise _Fallback
-        return doc
-    # no closing bracket decodes: the array is cut short (or damaged) inside the last events
-    if b"\x00" in rd.src.head:
-        raise _Fallback
-    try:
-        text = buf.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _Fallback from exc
-    if array_format and rd.offset == 1 and cols.index == 0 and start > 0:
-        raise _Fallback
-    decoder = json.JSONDecoder()
-    pos, events = 0, []
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, RecursionError):
-            break
-        events.append(obj)
-        pos = end
-    if not events and not cols.index:
-        raise _Fallback
-    if events:
-        cols._add_slow(events)
-    used = rd.offset + len(text[:pos].encode("utf-8"))
-    _note_cut(rd, cols.index, used, notes)
-    return {}
-
-
-def _note_cut(rd: _Reader, n_events: int, used: int, notes: list[str]) -> None:
-    total = rd.src.total
-    lost = total - used
-    notes.append(
-        f"{rd.src.path.name}: traceEvents array is cut short; read {n_events} complete events, "
-        f"lost the last {lost} bytes ({100 * lost / total:.1f}% of the file)"
-    )
 
 
 def _assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[str]) -> Trace:

@@ -136,7 +136,10 @@ def _top_level(ops: pl.DataFrame) -> pl.Series:
 
     return pl.Series(
         "top",
-        [c == "op" and not under_op(e) for e, c in zip(ops["event_id"].to_list(), ops["cls"].to_list())],
+        [
+            c == "op" and not under_op(e)
+            for e, c in zip(ops["event_id"].to_list(), ops["cls"].to_list())
+        ],
     )
 
 
@@ -236,7 +239,9 @@ def analyse(source: Source) -> ImplementationAnalysis:
         step_time=step_time,
         links_by_method={
             f"{k} ({m})": int(n)
-            for k, m, n in zip(links["kind"].to_list(), links["method"].to_list(), links["len"].to_list())
+            for k, m, n in zip(
+                links["kind"].to_list(), links["method"].to_list(), links["len"].to_list()
+            )
         },
         has_device=frames.device.height > 0,
         notes=notes,

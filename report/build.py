@@ -42,9 +42,15 @@ def build_report(paths: list[Path], *, out: Path | None = None) -> list[Path]:
     labels = [s.label for s in sources]
     if len(set(labels)) != len(labels):  # the same implementation from several runs
         sources = [
-            type(s)(f"{r.run_dir.name if r.run_dir else s.folder.name}/{s.label}", s.trace, s.folder,
-                    s.implementation)
-            for r in resolved for s in r.sources if s.trace is not None
+            type(s)(
+                f"{r.run_dir.name if r.run_dir else s.folder.name}/{s.label}",
+                s.trace,
+                s.folder,
+                s.implementation,
+            )
+            for r in resolved
+            for s in r.sources
+            if s.trace is not None
         ]
     manifests = [r.manifest for r in resolved if r.manifest is not None]
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
@@ -68,8 +74,9 @@ def _write_csv(path: Path, table: Table) -> None:
         writer.writerows(table.raw_rows)
 
 
-def _write_atomically(out: Path, html: str, pdf: bytes, summary: dict[str, object],
-                      tables: list[Table]) -> list[Path]:
+def _write_atomically(
+    out: Path, html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
+) -> list[Path]:
     out = out.absolute()
     if out.exists() and not out.is_dir():
         raise InputError(out, "exists and is not a folder")

@@ -13,17 +13,47 @@ from nprof_report.report import charts
 from nprof_report.textout import format_time_us
 
 GLOSSARY = [
-    ("Step time", "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps."),
-    ("Framework ops per step", "Top-level cpu_op events in a step: ops with no op around them, i.e. what the Python code dispatched. Nested aten calls are not counted again."),
-    ("Host dispatch", "Summed duration of the top-level framework ops of a step: host time spent inside the framework. Per op: divided by the framework ops per step."),
-    ("Framework self time", "Summed self CPU time of every op in a step (its own time, excluding nested ops and runtime calls)."),
-    ("Runtime calls", "Host-side calls into the device runtime or driver (cuda_runtime, privateuse1_runtime, privateuse1_driver …) and their summed duration."),
-    ("Device time", "Summed duration of device activities (kernels, copies, syncs) launched from the step, linked to their op by External id, correlation id or ac2g flow."),
+    (
+        "Step time",
+        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps.",
+    ),
+    (
+        "Framework ops per step",
+        "Top-level cpu_op events in a step: ops with no op around them, i.e. what the Python code dispatched. Nested aten calls are not counted again.",
+    ),
+    (
+        "Host dispatch",
+        "Summed duration of the top-level framework ops of a step: host time spent inside the framework. Per op: divided by the framework ops per step.",
+    ),
+    (
+        "Framework self time",
+        "Summed self CPU time of every op in a step (its own time, excluding nested ops and runtime calls).",
+    ),
+    (
+        "Runtime calls",
+        "Host-side calls into the device runtime or driver (cuda_runtime, privateuse1_runtime, privateuse1_driver …) and their summed duration.",
+    ),
+    (
+        "Device time",
+        "Summed duration of device activities (kernels, copies, syncs) launched from the step, linked to their op by External id, correlation id or ac2g flow.",
+    ),
     ("Device busy %", "Device time per step divided by the median step time."),
-    ("Un-profiled time", "Median wall time of one call plus synchronisation measured with torch.utils.benchmark, without the profiler."),
-    ("Profiler overhead", "Median profiled step time minus the median un-profiled call time (absolute and relative to the un-profiled time)."),
-    ("Exceeds noise", "A difference exceeds the run-to-run noise when the interquartile ranges of the two step-time samples do not overlap (un-profiled: when the difference is larger than the sum of the two half-IQRs)."),
-    ("Self CPU / CPU total / Self device / Device total", "As in prof.key_averages(): self = own time minus children's; device total = device time of the op and everything it called; an op nested in an op of the same name with no sibling counts once."),
+    (
+        "Un-profiled time",
+        "Median wall time of one call plus synchronisation measured with torch.utils.benchmark, without the profiler.",
+    ),
+    (
+        "Profiler overhead",
+        "Median profiled step time minus the median un-profiled call time (absolute and relative to the un-profiled time).",
+    ),
+    (
+        "Exceeds noise",
+        "A difference exceeds the run-to-run noise when the interquartile ranges of the two step-time samples do not overlap (un-profiled: when the difference is larger than the sum of the two half-IQRs).",
+    ),
+    (
+        "Self CPU / CPU total / Self device / Device total",
+        "As in prof.key_averages(): self = own time minus children's; device total = device time of the op and everything it called; an op nested in an op of the same name with no sibling counts once.",
+    ),
 ]
 
 
@@ -89,8 +119,13 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:g}{unit}"
 
 
-def _table(title: str, csv: str, columns: list[tuple[str, str, Any]], records: list[dict[str, Any]],
-           note: str | None = None) -> Table:
+def _table(
+    title: str,
+    csv: str,
+    columns: list[tuple[str, str, Any]],
+    records: list[dict[str, Any]],
+    note: str | None = None,
+) -> Table:
     """``columns`` are (header, key, formatter)."""
     rows = [[fmt(r.get(key)) for _, key, fmt in columns] for r in records]
     raw = [[r.get(key) for _, key, _ in columns] for r in records]
@@ -117,7 +152,8 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         f"Which RMSNorm implementation ({', '.join(labels)}) is fastest on "
         f"{run.get('device') or 'the captured device'} (backend {run.get('backend') or 'unknown'}) "
         f"for a {shape} {workload.get('dtype', '')} input, and where does its time go?"
-        if run else f"How do {', '.join(labels)} compare, and where does their time go?"
+        if run
+        else f"How do {', '.join(labels)} compare, and where does their time go?"
     )
     headline_records = [{"label": i["label"], **i["headline"]} for i in impls]
     headline = _table(
@@ -169,11 +205,18 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         provenance=_provenance(run),
         environment=sorted((run.get("environment") or {}).items()),
         files=_table(
-            "Files and checksums", "files.csv",
-            [("Path", "path", _text), ("Role", "role", _text), ("Bytes", "bytes", _text),
-             ("sha256", "sha256", _text)],
+            "Files and checksums",
+            "files.csv",
+            [
+                ("Path", "path", _text),
+                ("Role", "role", _text),
+                ("Bytes", "bytes", _text),
+                ("sha256", "sha256", _text),
+            ],
             run.get("files") or [],
-        ) if run else None,
+        )
+        if run
+        else None,
         glossary=GLOSSARY,
         generated_from=[i["trace"] for i in impls],
     )
@@ -189,26 +232,42 @@ def _verdict(summary: dict[str, Any]) -> str:
     impls = summary["implementations"]
     if not impls:
         return "No implementation could be analysed."
-    key = "unprofiled_median_us" if all(i["headline"].get("unprofiled_median_us") is not None for i in impls) else "step_median_us"
+    key = (
+        "unprofiled_median_us"
+        if all(i["headline"].get("unprofiled_median_us") is not None for i in impls)
+        else "step_median_us"
+    )
     timed = [i for i in impls if i["headline"].get(key) is not None]
     if not timed:
         return "No step timings were found in the traces."
     best = min(timed, key=lambda i: i["headline"][key])
     base = impls[0]
-    what = "un-profiled time per call" if key == "unprofiled_median_us" else "median profiled step time"
+    what = (
+        "un-profiled time per call"
+        if key == "unprofiled_median_us"
+        else "median profiled step time"
+    )
     text = f"{best['label']} is fastest by {what}: {_us(best['headline'][key])}"
     if best is not base and base["headline"].get(key):
         ratio = base["headline"][key] / best["headline"][key]
-        comp = next((c for c in summary["comparisons"] if c["label"] == best["label"]), {})
-        noise_key = "unprofiled_exceeds_noise" if key == "unprofiled_median_us" else "step_exceeds_noise"
+        comp: dict[str, Any] = next((c for c in summary["comparisons"] if c["label"] == best["label"]), {})
+        noise_key = (
+            "unprofiled_exceeds_noise" if key == "unprofiled_median_us" else "step_exceeds_noise"
+        )
         noise = "exceeds" if comp.get(noise_key) else "does not exceed"
-        text += (f" against {_us(base['headline'][key])} for {base['label']} ({ratio:.2f}× faster); "
-                 f"the difference {noise} the run-to-run noise.")
+        text += (
+            f" against {_us(base['headline'][key])} for {base['label']} ({ratio:.2f}× faster); "
+            f"the difference {noise} the run-to-run noise."
+        )
     else:
         text += f", the baseline ({base['label']}) itself."
     ops = [(i["label"], i["headline"].get("framework_ops_per_step")) for i in impls]
     if all(o is not None for _, o in ops):
-        text += " Framework ops dispatched per step: " + ", ".join(f"{lbl} {o:g}" for lbl, o in ops) + "."
+        text += (
+            " Framework ops dispatched per step: "
+            + ", ".join(f"{lbl} {o:g}" for lbl, o in ops)
+            + "."
+        )
     return text
 
 
@@ -230,7 +289,9 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                 labels,
                 {
                     "inside framework ops (host dispatch)": disp,
-                    "outside ops (Python, synchronisation, prof.step)": [max(s - d, 0.0) for s, d in zip(step, disp)],
+                    "outside ops (Python, synchronisation, prof.step)": [
+                        max(s - d, 0.0) for s, d in zip(step, disp)
+                    ],
                 },
                 "µs per step (medians; the bar adds up to the median step time)",
             ),
@@ -244,8 +305,12 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                 charts.paired_bars(
                     labels,
                     {
-                        "profiled step (median)": [i["headline"].get("step_median_us") for i in impls],
-                        "un-profiled call (median)": [i["headline"].get("unprofiled_median_us") for i in impls],
+                        "profiled step (median)": [
+                            i["headline"].get("step_median_us") for i in impls
+                        ],
+                        "un-profiled call (median)": [
+                            i["headline"].get("unprofiled_median_us") for i in impls
+                        ],
                     },
                     "µs",
                 ),
@@ -259,37 +324,63 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
     top_ops = _table(
-        "Framework ops dispatched per step", f"{slug}-top-ops.csv",
-        [("Op", "name", _text), ("Calls / step", "calls_per_step", _num),
-         ("Dispatch median", "dispatch_median_us", _us), ("Dispatch p90", "dispatch_p90_us", _us),
-         ("Self CPU median", "self_cpu_median_us", _us), ("Device median", "device_median_us", _us),
-         ("Device activities", "device_activities", _text)],
+        "Framework ops dispatched per step",
+        f"{slug}-top-ops.csv",
+        [
+            ("Op", "name", _text),
+            ("Calls / step", "calls_per_step", _num),
+            ("Dispatch median", "dispatch_median_us", _us),
+            ("Dispatch p90", "dispatch_p90_us", _us),
+            ("Self CPU median", "self_cpu_median_us", _us),
+            ("Device median", "device_median_us", _us),
+            ("Device activities", "device_activities", _text),
+        ],
         impl["top_ops"],
     )
     steps = _table(
-        "Per step", f"{slug}-steps.csv",
-        [("Step", "step", _text), ("Duration", "dur_us", _us), ("Top ops", "top_ops", _text),
-         ("All ops", "all_ops", _text), ("Dispatch", "dispatch_us", _us),
-         ("Op self", "op_self_us", _us), ("Runtime calls", "runtime_calls", _text),
-         ("Runtime", "runtime_us", _us), ("Device acts", "device_activities", _text),
-         ("Device", "device_us", _us)],
+        "Per step",
+        f"{slug}-steps.csv",
+        [
+            ("Step", "step", _text),
+            ("Duration", "dur_us", _us),
+            ("Top ops", "top_ops", _text),
+            ("All ops", "all_ops", _text),
+            ("Dispatch", "dispatch_us", _us),
+            ("Op self", "op_self_us", _us),
+            ("Runtime calls", "runtime_calls", _text),
+            ("Runtime", "runtime_us", _us),
+            ("Device acts", "device_activities", _text),
+            ("Device", "device_us", _us),
+        ],
         impl["steps"],
     )
     keyavg = _table(
-        "key_averages() equivalent", f"{slug}-key-averages.csv",
-        [("Name", "name", _text), ("Type", "device_type", _text), ("Calls", "calls", _text),
-         ("Self CPU", "self_cpu_us", _us), ("CPU total", "cpu_total_us", _us),
-         ("Self device", "self_device_us", _us), ("Device total", "device_total_us", _us)],
+        "key_averages() equivalent",
+        f"{slug}-key-averages.csv",
+        [
+            ("Name", "name", _text),
+            ("Type", "device_type", _text),
+            ("Calls", "calls", _text),
+            ("Self CPU", "self_cpu_us", _us),
+            ("CPU total", "cpu_total_us", _us),
+            ("Self device", "self_device_us", _us),
+            ("Device total", "device_total_us", _us),
+        ],
         impl["key_averages"],
         note="Same rules as prof.key_averages(); ProfilerStep#N grouped as ProfilerStep*.",
     )
     links = _table(
-        "Links between framework ops, runtime calls and device activities", f"{slug}-links.csv",
+        "Links between framework ops, runtime calls and device activities",
+        f"{slug}-links.csv",
         [("Link (method)", "link", _text), ("Count", "count", _text)],
         [{"link": k, "count": v} for k, v in sorted(impl["links"].items())],
     )
-    return ImplementationSection(label, f"impl-{slug}", impl.get("description") or impl["trace"],
-                                 [top_ops, steps, keyavg, links])
+    return ImplementationSection(
+        label,
+        f"impl-{slug}",
+        impl.get("description") or impl["trace"],
+        [top_ops, steps, keyavg, links],
+    )
 
 
 def _provenance(run: dict[str, Any]) -> list[tuple[str, str]]:
@@ -304,10 +395,16 @@ def _provenance(run: dict[str, Any]) -> list[tuple[str, str]]:
         ("Command", " ".join(run.get("command") or [])),
         ("Backend", run.get("backend", "–")),
         ("Device", run.get("device", "–")),
-        ("Host", f"{host.get('hostname', '–')} ({host.get('platform', '–')}, {host.get('cpu_count', '–')} CPUs)"),
+        (
+            "Host",
+            f"{host.get('hostname', '–')} ({host.get('platform', '–')}, {host.get('cpu_count', '–')} CPUs)",
+        ),
         ("Versions", versions or "–"),
         ("Workload", (run.get("workload") or {}).get("input", "–")),
-        ("Schedule", f"wait={sched.get('wait')}, warmup={sched.get('warmup')}, active={sched.get('active')}, repeat={sched.get('repeat')}"),
+        (
+            "Schedule",
+            f"wait={sched.get('wait')}, warmup={sched.get('warmup')}, active={sched.get('active')}, repeat={sched.get('repeat')}",
+        ),
         ("Profiler", ", ".join(f"{k}={v}" for k, v in (run.get("profiler") or {}).items())),
         ("Manifest format", f"{run.get('format')} v{run.get('format_version')}"),
     ]

@@ -13,8 +13,15 @@ from nprof_report.parse.keyavg import key_averages
 from nprof_report.parse.kineto import load_frames
 from nprof_report.textout import format_table
 
-JSON_COLUMNS = ["name", "device_type", "calls", "self_cpu_us", "cpu_total_us", "self_device_us",
-                "device_total_us"]
+JSON_COLUMNS = [
+    "name",
+    "device_type",
+    "calls",
+    "self_cpu_us",
+    "cpu_total_us",
+    "self_device_us",
+    "device_total_us",
+]
 
 
 def ops_tables(path: Path) -> list[tuple[str, pl.DataFrame]]:
@@ -37,7 +44,8 @@ def render_ops(path: Path, *, fmt: str, limit: int | None = None) -> str:
             format_table(t, title=label if several else None, limit=limit) for label, t in tables
         )
     frames = [
-        t.select(JSON_COLUMNS).with_columns(pl.lit(label).alias("source")) if several
+        t.select(JSON_COLUMNS).with_columns(pl.lit(label).alias("source"))
+        if several
         else t.select(JSON_COLUMNS)
         for label, t in tables
     ]

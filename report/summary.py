@@ -54,13 +54,21 @@ def headline(a: ImplementationAnalysis) -> dict[str, Any]:
         "runtime_calls_per_step": _r(a.median_of("runtime_calls"), 2),
         "runtime_per_step_us": _r(a.median_of("runtime_ns")),
         "device_per_step_us": _r(device),
-        "device_activities_per_step": _r(a.median_of("device_activities"), 2) if a.has_device else None,
-        "device_per_op_us": _r(device / ops_per_step) if (device is not None and ops_per_step) else None,
-        "device_busy_pct": _r(100 * device / st.median, 2) if (device is not None and st and st.median) else None,
+        "device_activities_per_step": _r(a.median_of("device_activities"), 2)
+        if a.has_device
+        else None,
+        "device_per_op_us": _r(device / ops_per_step)
+        if (device is not None and ops_per_step)
+        else None,
+        "device_busy_pct": _r(100 * device / st.median, 2)
+        if (device is not None and st and st.median)
+        else None,
         "unprofiled_median_us": _r(unprof.median_us) if unprof else None,
         "unprofiled_iqr_us": _r(unprof.iqr_us) if unprof else None,
         "profiler_overhead_us": _r(overhead),
-        "profiler_overhead_pct": _r(100 * overhead / unprof.median_us, 1) if (overhead is not None and unprof and unprof.median_us) else None,
+        "profiler_overhead_pct": _r(100 * overhead / unprof.median_us, 1)
+        if (overhead is not None and unprof and unprof.median_us)
+        else None,
         "first_call_s": a.implementation.first_call_s if a.implementation else None,
     }
 
@@ -85,8 +93,13 @@ def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
         out["unprofiled_ratio"] = _r(o / b, 3) if b else None
         bi, oi = base["unprofiled_iqr_us"] / 2, other["unprofiled_iqr_us"] / 2
         out["unprofiled_exceeds_noise"] = bool(abs(o - b) > bi + oi)
-    if base.get("framework_ops_per_step") is not None and other.get("framework_ops_per_step") is not None:
-        out["ops_per_step_delta"] = _r(other["framework_ops_per_step"] - base["framework_ops_per_step"], 2)
+    if (
+        base.get("framework_ops_per_step") is not None
+        and other.get("framework_ops_per_step") is not None
+    ):
+        out["ops_per_step_delta"] = _r(
+            other["framework_ops_per_step"] - base["framework_ops_per_step"], 2
+        )
     return out
 
 
@@ -94,7 +107,7 @@ def build_summary(
     analyses: list[ImplementationAnalysis], manifest: Manifest | None, caveats: list[str]
 ) -> dict[str, Any]:
     """The ``summary.json`` document."""
-    impls = []
+    impls: list[dict[str, Any]] = []
     for a in analyses:
         impls.append(
             {
@@ -103,7 +116,12 @@ def build_summary(
                 "description": a.implementation.description if a.implementation else None,
                 "timestamp_convention": a.meta.timestamp_convention,
                 "headline": headline(a),
-                "step_time_us": None if a.step_time is None else {**{k: _r(v) for k, v in asdict(a.step_time).items()}, "iqr": _r(a.step_time.iqr)},
+                "step_time_us": None
+                if a.step_time is None
+                else {
+                    **{k: _r(v) for k, v in asdict(a.step_time).items()},
+                    "iqr": _r(a.step_time.iqr),
+                },
                 "steps": [
                     {
                         (k[:-3] + "_us" if k.endswith("_ns") else k): (
@@ -113,8 +131,14 @@ def build_summary(
                     }
                     for row in a.steps.to_dicts()
                 ],
-                "top_ops": [{k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()} for r in a.top_ops.to_dicts()],
-                "key_averages": [{k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()} for r in a.key_averages.to_dicts()],
+                "top_ops": [
+                    {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()}
+                    for r in a.top_ops.to_dicts()
+                ],
+                "key_averages": [
+                    {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()}
+                    for r in a.key_averages.to_dicts()
+                ],
                 "links": a.links_by_method,
                 "has_device_activities": a.has_device,
             }
@@ -123,7 +147,13 @@ def build_summary(
     if impls:
         base = impls[0]
         for other in impls[1:]:
-            comparisons.append({"baseline": base["label"], "label": other["label"], **compare(base["headline"], other["headline"])})
+            comparisons.append(
+                {
+                    "baseline": base["label"],
+                    "label": other["label"],
+                    **compare(base["headline"], other["headline"]),
+                }
+            )
     all_caveats = list(caveats) + [n for a in analyses for n in a.notes]
     summary: dict[str, Any] = {
         "format": SUMMARY_FORMAT,

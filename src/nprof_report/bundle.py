@@ -100,7 +100,7 @@ class Manifest:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise InputError(path, f"manifest is not valid JSON ({exc})") from exc
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            raise InputError(path, "not an nprof-report run manifest (no \"format\": \"nprof-run\")")
+            raise InputError(path, 'not an nprof-report run manifest (no "format": "nprof-run")')
         version = raw.get("format_version")
         if version != FORMAT_VERSION:
             raise InputError(
@@ -120,9 +120,7 @@ class Manifest:
                 for i in raw.get("implementations", [])
             ]
             files = [FileEntry(**f) for f in raw.get("files", [])]
-            fields = {
-                k: v for k, v in raw.items() if k not in ("implementations", "files")
-            }
+            fields = {k: v for k, v in raw.items() if k not in ("implementations", "files")}
             return cls(**fields, implementations=impls, files=files)
         except (TypeError, KeyError) as exc:
             raise InputError(path, f"manifest has missing or unexpected fields ({exc})") from exc

@@ -39,18 +39,39 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 @cli.command()
-@click.option("--backend", type=click.Choice(["auto", "neuron", "cuda", "cpu"]), default="auto",
-              show_default=True, help="auto picks neuron, then cuda, then cpu.")
+@click.option(
+    "--backend",
+    type=click.Choice(["auto", "neuron", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="auto picks neuron, then cuda, then cpu.",
+)
 @click.option("--shape", default="4,512", show_default=True, help="Input shape of x.")
 @click.option("--dtype", default="bfloat16", show_default=True, help="torch dtype of x and weight.")
-@click.option("--active", type=int, default=8, show_default=True,
-              help="Profiled steps (schedule wait=2, warmup=1, then these).")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("nprof-runs"),
-              show_default=True, help="Parent folder of the new run folder.")
-@click.option("--impl", "impls", multiple=True, type=click.Choice(["naive", "fused", "compiled"]),
-              help="Implementations to run (default: all three).")
-def capture(backend: str, shape: str, dtype: str, active: int, out: Path,
-            impls: tuple[str, ...]) -> None:
+@click.option(
+    "--active",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Profiled steps (schedule wait=2, warmup=1, then these).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("nprof-runs"),
+    show_default=True,
+    help="Parent folder of the new run folder.",
+)
+@click.option(
+    "--impl",
+    "impls",
+    multiple=True,
+    type=click.Choice(["naive", "fused", "compiled"]),
+    help="Implementations to run (default: all three).",
+)
+def capture(
+    backend: str, shape: str, dtype: str, active: int, out: Path, impls: tuple[str, ...]
+) -> None:
     """Profile the RMSNorm study (naive, fused, compiled) and write a new run folder.
 
     The last line printed on standard output is the run folder's path.
@@ -58,7 +79,11 @@ def capture(backend: str, shape: str, dtype: str, active: int, out: Path,
     from nprof_report.capture.session import CaptureOptions, run_capture
 
     options = CaptureOptions(
-        out=out, backend=backend, shape=_shape(shape), dtype=dtype, active=active,
+        out=out,
+        backend=backend,
+        shape=_shape(shape),
+        dtype=dtype,
+        active=active,
         implementations=impls or ("naive", "fused", "compiled"),
         command=("nprof-report", *sys.argv[1:]),
     )
@@ -68,8 +93,12 @@ def capture(backend: str, shape: str, dtype: str, active: int, out: Path,
 
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Write the report here instead of <run>/report/.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Write the report here instead of <run>/report/.",
+)
 def build(paths: tuple[Path, ...], out: Path | None) -> None:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
@@ -84,8 +113,13 @@ def build(paths: tuple[Path, ...], out: Path | None) -> None:
 
 @cli.command()
 @click.argument("path", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table",
-              show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+)
 @click.option("--limit", type=int, default=None, help="Rows per table (table format).")
 def ops(path: Path, fmt: str, limit: int | None) -> None:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
@@ -116,6 +150,9 @@ def main() -> None:
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"nprof-report: internal error: {type(exc).__name__}: {exc} "
-                   "(run with --debug for the traceback)", err=True)
+        click.echo(
+            f"nprof-report: internal error: {type(exc).__name__}: {exc} "
+            "(run with --debug for the traceback)",
+            err=True,
+        )
         sys.exit(1)

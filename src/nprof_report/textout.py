@@ -52,7 +52,9 @@ def format_table(table: pl.DataFrame, *, title: str | None = None, limit: int | 
 
     def fmt(cells: list[str]) -> str:
         name = cells[0] if len(cells[0]) <= name_width else cells[0][: name_width - 3] + "..."
-        return "  ".join([name.rjust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])])
+        return "  ".join(
+            [name.rjust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
+        )
 
     out = [title] if title else []
     out += [line, fmt(headers), line, *(fmt(r) for r in rows), line]

@@ -1,0 +1,210 @@
+"""Time and peak memory of loading a large trace, each stage in its own process.
+
+Stages (each a fresh Python process, measured whole: start-up, load, exit):
+
+- ``orjson``: ``orjson.loads(f.read())`` -- the baseline every ratio refers to;
+- ``read_trace``: the reference loader (``nprof_report.parse.load``);
+- ``read_trace_stream``: the chunked loader (``nprof_report.parse.stream``);
+- ``stream_no_args``: the same with ``keep_args=False``;
+- ``ops``: ``nprof-report ops <file> --format json`` (skipped when the command fails or is missing).
+
+Each stage runs under a small wrapper process that waits for it and reads the child's peak RSS
+(``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), so every figure is one process's own.
+Repeats are interleaved (stage A, B, C, A, B, C, ...) and the median is reported, with ratios to
+the ``orjson`` median of the same run and peak RSS relative to the file size.
+
+    python bench/run_bench.py --mb 5                     # generate a 5 MB trace, about 30 s
+    nice -n 10 python bench/run_bench.py --trace /tmp/big.json --repeats 3
+
+Writes ``bench/out/bench.md`` and ``bench/out/bench.json`` (``--out`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(_HERE))
+
+from make_large_trace import write_trace  # noqa: E402
+
+_LOADERS = {
+    "orjson": (
+        "import gzip, orjson, sys\n"
+        "d = open(sys.argv[1], 'rb').read()\n"
+        "d = gzip.decompress(d) if d[:2] == b'\\x1f\\x8b' else d\n"
+        "doc = orjson.loads(d)\n"
+        "print(len(doc['traceEvents'] if isinstance(doc, dict) else doc))\n"
+    ),
+    "read_trace": (
+        "import sys\n"
+        "from nprof_report.parse.load import read_trace\n"
+        "print(read_trace(sys.argv[1]).events.height)\n"
+    ),
+    "read_trace_stream": (
+        "import sys\n"
+        "from nprof_report.parse.stream import read_trace_stream\n"
+        "print(read_trace_stream(sys.argv[1]).events.height)\n"
+    ),
+    "stream_no_args": (
+        "import sys\n"
+        "from nprof_report.parse.stream import read_trace_stream\n"
+        "print(read_trace_stream(sys.argv[1], keep_args=False).events.height)\n"
+    ),
+}
+STAGES = [*_LOADERS, "ops"]
+
+# runs argv[1:], then prints "<wall seconds> <child peak RSS in KiB> <exit code>" on stderr
+_WRAPPER = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
+    "wall = time.perf_counter() - t\n"
+    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "sys.stderr.write(f'\\nBENCH {wall:.4f} {rss} {rc}\\n')\n"
+)
+
+
+def _ops_command() -> list[str]:
+    exe = Path(sys.executable).with_name("nprof-report")
+    if exe.exists():
+        return [str(exe)]
+    found = shutil.which("nprof-report")
+    return [found] if found else [sys.executable, "-m", "nprof_report"]
+
+
+def stage_command(stage: str, trace: Path) -> list[str]:
+    if stage == "ops":
+        return [*_ops_command(), "ops", str(trace), "--format", "json"]
+    return [sys.executable, "-c", _LOADERS[stage], str(trace)]
+
+
+def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, str]:
+    """(wall s, peak RSS KiB, exit code, stderr tail) of ``cmd`` in its own process."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRAPPER, *cmd],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    for line in reversed(proc.stderr.splitlines()):
+        if line.startswith("BENCH "):
+            wall, rss, rc = line.split()[1:]
+            tail = proc.stderr[: proc.stderr.rfind("BENCH")].strip()[-400:]
+            return float(wall), int(rss), int(rc), tail
+    raise RuntimeError(f"wrapper failed: {proc.stderr[-400:]}")
+
+
+def run(trace: Path, stages: list[str], repeats: int, timeout: float) -> dict[str, Any]:
+    size = trace.stat().st_size
+    samples: dict[str, list[tuple[float, int]]] = {s: [] for s in stages}
+    skipped: dict[str, str] = {}
+    for rep in range(repeats):
+        for stage in stages:
+            if stage in skipped:
+                continue
+            wall, rss, rc, tail = measure(stage_command(stage, trace), timeout)
+            if rc != 0:
+                if stage == "ops":
+                    skipped[stage] = f"exit code {rc}: {tail.splitlines()[-1] if tail else ''}"
+                    continue
+                raise RuntimeError(f"stage {stage} failed ({rc}): {tail}")
+            samples[stage].append((wall, rss))
+            print(f"  rep {rep + 1} {stage:18s} {wall:8.2f} s {rss / 1024:9.0f} MiB", flush=True)
+    rows: list[dict[str, Any]] = []
+    base = samples.get("orjson") or []
+    base_t = statistics.median(w for w, _ in base) if base else None
+    base_m = statistics.median(m for _, m in base) if base else None
+    for stage in stages:
+        if stage in skipped or not samples[stage]:
+            rows.append({"stage": stage, "skipped": skipped.get(stage, "no samples")})
+            continue
+        t = statistics.median(w for w, _ in samples[stage])
+        m = statistics.median(r for _, r in samples[stage])
+        rows.append(
+            {
+                "stage": stage,
+                "time_s": round(t, 3),
+                "peak_rss_mib": round(m / 1024, 1),
+                "time_vs_orjson": round(t / base_t, 3) if base_t else None,
+                "rss_vs_orjson": round(m / base_m, 3) if base_m else None,
+                "rss_vs_file": round(m * 1024 / size, 3),
+                "samples": [[round(w, 3), round(r / 1024, 1)] for w, r in samples[stage]],
+            }
+        )
+    return {
+        "trace": str(trace),
+        "file_bytes": size,
+        "repeats": repeats,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "rows": rows,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    mb = result["file_bytes"] / 1e6
+    lines = [
+        f"Trace `{result['trace']}`: {mb:.1f} MB; median of {result['repeats']} interleaved "
+        f"run(s), each stage a whole process; {result['cpus']} CPUs.",
+        "",
+        "| stage | time (s) | peak RSS (MiB) | time vs orjson | RSS vs orjson | RSS vs file |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in result["rows"]:
+        if "skipped" in r:
+            lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | |")
+            continue
+        lines.append(
+            f"| {r['stage']} | {r['time_s']:.2f} | {r['peak_rss_mib']:.0f} | "
+            f"{r['time_vs_orjson']:.2f}x | {r['rss_vs_orjson']:.2f}x | {r['rss_vs_file']:.2f}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--trace", type=Path, help="an existing trace file")
+    src.add_argument("--mb", type=float, help="generate a trace of this size (MB) in a temp dir")
+    ap.add_argument("--pretty", action="store_true", help="with --mb: indented JSON")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument(
+        "--stages", default=",".join(STAGES), help="comma-separated: " + ",".join(STAGES)
+    )
+    ap.add_argument("--out", type=Path, default=_HERE / "out")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per stage run")
+    ns = ap.parse_args(argv)
+    stages = [s for s in ns.stages.split(",") if s]
+    if unknown := [s for s in stages if s not in STAGES]:
+        ap.error(f"unknown stages {unknown}")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = ns.trace
+        if trace is None:
+            trace = Path(tmp) / "trace.json"
+            t0 = time.perf_counter()
+            size, n = write_trace(trace, ns.mb, ["cuda", "rocm", "triton", "cpu"], ns.pretty)
+            print(
+                f"generated {trace}: {size} bytes, {n} events in {time.perf_counter() - t0:.1f} s"
+            )
+        result = run(trace, stages, ns.repeats, ns.timeout)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    md = markdown(result)
+    (ns.out / "bench.md").write_text(md)
+    (ns.out / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

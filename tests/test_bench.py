@@ -1,0 +1,46 @@
+"""The benchmark runs end to end at a small size (no timing targets here)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_bench_small(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(_REPO / "bench" / "run_bench.py"),
+            "--mb",
+            "2",
+            "--repeats",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    table = (out / "bench.md").read_text()
+    result = json.loads((out / "bench.json").read_text())
+    stages = ["orjson", "read_trace", "read_trace_stream", "stream_no_args", "ops"]
+    assert [r["stage"] for r in result["rows"]] == stages
+    for stage in stages:
+        assert f"| {stage} |" in table
+    for row in result["rows"]:
+        if "skipped" in row:
+            assert row["stage"] == "ops"  # only the CLI may be missing
+            continue
+        for key in ("time_s", "peak_rss_mib", "time_vs_orjson", "rss_vs_orjson", "rss_vs_file"):
+            assert isinstance(row[key], (int, float)) and row[key] > 0, (row["stage"], key)
+    assert result["rows"][0]["time_vs_orjson"] == 1.0

@@ -1,0 +1,267 @@
+"""read_trace_stream returns exactly what read_trace returns (frame, metadata, notes, errors)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from nprof_report.errors import InputError
+from nprof_report.parse.load import read_trace
+from nprof_report.parse.stream import read_trace_stream
+
+_REPO = Path(__file__).resolve().parents[1]
+NAMES = [
+    "kineto-cpu-only-gloo-rank34.pt.trace.json",
+    "kineto-cuda-simple-add-benchmark.json",
+    "kineto-cuda-triton-compiled-example.json",
+    "kineto-rocm-mi250-minitoy-train.json",
+]
+
+
+def fixture(name: str) -> Path:
+    local = _REPO / "fixtures" / "public" / name
+    return local if local.is_file() else Path("/work/shared/fixtures-public") / name
+
+
+def assert_same(path: Path, **kw: Any) -> None:
+    ref = read_trace(path)
+    got = read_trace_stream(path, **kw)
+    assert_frame_equal(got.events, ref.events)
+    assert got.meta == ref.meta
+    assert got.notes == ref.notes
+
+
+def assert_same_outcome(path: Path, **kw: Any) -> None:
+    """The same Trace, or the same InputError."""
+    try:
+        read_trace(path)
+    except InputError:
+        assert_same_error(path, **kw)
+    else:
+        assert_same(path, **kw)
+
+
+def assert_same_error(path: Path, **kw: Any) -> None:
+    with pytest.raises(InputError) as ref:
+        read_trace(path)
+    with pytest.raises(InputError) as got:
+        read_trace_stream(path, **kw)
+    assert str(got.value) == str(ref.value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("chunk", [8 << 20, 4096, 64])
+def test_public_fixtures(name: str, chunk: int) -> None:
+    assert_same(fixture(name), chunk_bytes=chunk)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("layout", ["gz", "pretty", "compact", "array", "array-pretty"])
+def test_layouts(tmp_path: Path, name: str, layout: str) -> None:
+    doc = json.loads(fixture(name).read_bytes())
+    if layout == "gz":
+        path = tmp_path / "t.json.gz"
+        path.write_bytes(gzip.compress(fixture(name).read_bytes()))
+    else:
+        value = doc["traceEvents"] if layout.startswith("array") else doc
+        indent = 2 if layout.endswith("pretty") else None
+        seps = (",", ":") if layout == "compact" else None
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(value, indent=indent, separators=seps))
+    assert_same(path, chunk_bytes=2048)
+
+
+def test_keep_args_false() -> None:
+    path = fixture(NAMES[3])
+    ref = read_trace(path)
+    got = read_trace_stream(path, keep_args=False, chunk_bytes=4096)
+    assert got.events["args"].null_count() == got.events.height
+    assert_frame_equal(got.events.drop("args"), ref.events.drop("args"))
+    assert got.meta == ref.meta
+
+
+def test_meta_after_events(tmp_path: Path) -> None:
+    doc = json.loads(fixture(NAMES[0]).read_bytes())
+    reordered = {
+        "traceEvents": doc.pop("traceEvents"),
+        **doc,
+        "host_name": "h",
+        "profile_memory": 1,
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(reordered))
+    assert_same(path, chunk_bytes=512)
+
+
+@pytest.mark.parametrize("cut", [0.999, 0.9, 0.5, 0.1])
+@pytest.mark.parametrize("chunk", [8 << 20, 300])
+def test_truncated(tmp_path: Path, cut: float, chunk: int) -> None:
+    data = fixture(NAMES[3]).read_bytes()
+    path = tmp_path / "t.json"
+    path.write_bytes(data[: int(len(data) * cut)])
+    assert_same(path, chunk_bytes=chunk)
+    assert "cut short" in read_trace_stream(path, chunk_bytes=chunk).notes[0]
+
+
+def test_garbage_after_array(tmp_path: Path) -> None:
+    data = fixture(NAMES[2]).read_bytes()
+    path = tmp_path / "t.json"
+    path.write_bytes(data.rstrip()[:-1] + b', "x": }')
+    assert_same(path, chunk_bytes=1024)
+
+
+@pytest.mark.parametrize("bad", [b"},,{", b"}, NaN, {", b'},{"ts": 1e400},{', b"}, x {"])
+def test_damage_inside_array(tmp_path: Path, bad: bytes) -> None:
+    data = fixture(NAMES[3]).read_bytes()
+    mid = data.index(b"},", len(data) // 2)
+    path = tmp_path / "t.json"
+    path.write_bytes(data[:mid] + bad + data[data.index(b"{", mid) + 1 :])
+    for chunk in (8 << 20, 700):
+        assert_same_outcome(path, chunk_bytes=chunk)
+
+
+def test_big_event_grows_window(tmp_path: Path) -> None:
+    events = [
+        {
+            "ph": "X",
+            "name": "a",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.5,
+            "dur": 2,
+            "args": {"k": "v" * 5000},
+        },
+        {
+            "ph": "X",
+            "name": "b",
+            "pid": 1,
+            "tid": 1,
+            "ts": 2.5,
+            "dur": 1,
+            "args": {"l": [{"a": 1}, {"b": "},{"}] * 300},
+        },
+        {"ph": "i", "name": "c", "pid": "Spans", "tid": "x", "ts": 3},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "baseTimeNanoseconds": 10**18}))
+    assert_same(path, chunk_bytes=64)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"   \n",
+        b"\x00\x01binary",
+        b'{"a": 1}',
+        b"[1, 2",
+        b"not json",
+        b'{"traceEvents": 5}',
+        b"\xff\xfe{}",
+        b'{"traceEvents": [{"name": "\xff", "ts": 1}]}',
+    ],
+)
+def test_errors_match(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(content)
+    assert_same_outcome(path, chunk_bytes=64)
+
+
+def test_missing_and_folder(tmp_path: Path) -> None:
+    assert_same_error(tmp_path / "nope.json")
+    assert_same_error(tmp_path)
+
+
+def test_bad_gzip(tmp_path: Path) -> None:
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(gzip.compress(fixture(NAMES[0]).read_bytes())[:-40])
+    assert_same_error(path)
+
+
+# -- random traces ---------------------------------------------------------------------------
+_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+_num = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.sampled_from([0.0005, 0.0015, -0.0, 1.0, 1e-7, 1694039968955744]),
+)
+_scalar = st.one_of(st.none(), st.booleans(), _num, _text)
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_text, inner, max_size=3)),
+    max_leaves=6,
+)
+_args = st.one_of(
+    _json,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "External id": st.one_of(_num, _text, st.none(), st.booleans()),
+            "external id": st.one_of(st.integers(-5, 5), st.text(max_size=3)),
+            "correlation": st.one_of(_num, st.sampled_from(["0x1f", " 7", "1_0"])),
+            "x": _json,
+        },
+    ),
+)
+_event = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "ph": st.one_of(st.sampled_from(["X", "M", "i", "s", "f"]), _scalar),
+            "cat": st.one_of(_text, _scalar),
+            "name": st.one_of(_text, _scalar, st.just("a\x01b\x7f")),
+            "pid": st.one_of(st.integers(-3, 10**6), _text, _scalar),
+            "tid": st.one_of(st.integers(-3, 10**6), _text),
+            "ts": st.one_of(_num, st.sampled_from(["12.5", "x", " 3", "1e400"]), _scalar),
+            "dur": st.one_of(_num, st.just(-3.0), _scalar),
+            "id": st.one_of(st.integers(0, 10**9), _text, _num),
+            "bp": st.just("e"),
+            "args": _args,
+        },
+    ),
+    _scalar,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=st.lists(_event, max_size=12),
+    layout=st.sampled_from(["compact", "spaced", "indent", "array", "gz"]),
+    chunk=st.sampled_from([64, 200, 4096]),
+    base=st.one_of(st.none(), st.just(1735632360000000000)),
+    cut=st.one_of(st.none(), st.floats(0.3, 1.0)),
+)
+def test_random_traces(
+    tmp_path: Path,
+    events: list[Any],
+    layout: str,
+    chunk: int,
+    base: int | None,
+    cut: float | None,
+) -> None:
+    doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": events}
+    if base is not None:
+        doc["baseTimeNanoseconds"] = base
+    if layout == "compact":
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+    elif layout == "spaced":
+        text = json.dumps(doc)
+    elif layout == "indent":
+        text = json.dumps(doc, indent=2, ensure_ascii=False)
+    else:
+        text = json.dumps(events if layout == "array" else doc)
+    path = tmp_path / ("t.json.gz" if layout == "gz" else "t.json")
+    data = text.encode("utf-8")
+    if cut is not None:  # a file cut short (possibly inside a multi-byte character)
+        data = data[: int(len(data) * cut)]
+    path.write_bytes(gzip.compress(data) if layout == "gz" else data)
+    assert_same_outcome(path, chunk_bytes=chunk)
