@@ -95,7 +95,7 @@ class _Block:
             yield out
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> IO[bytes] | gzip.GzipFile:
     if path.suffix == ".gz":
         return gzip.open(path, "wb", compresslevel=3)
     return path.open("wb")

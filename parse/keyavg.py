@@ -14,13 +14,16 @@ The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.
    kernels. Device activities also form rows of their own, with device time only;
 5. rows are grouped by name, device type and whether the event is a user annotation.
 
-One deliberate difference: PyTorch keys CPU events by their own correlation id when it attaches
+Deliberate differences: a runtime or driver call that carries an op's name (TorchNeuron's
+``privateuse1_*`` events) is listed as ``<name> [<category>]`` instead of folding into the op's
+row; and PyTorch keys CPU events by their own correlation id when it attaches
 kernels, so a runtime call whose CUPTI correlation id happens to equal an op's id can receive
 that op's kernels too; we attach device time only along the links parse established.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import polars as pl
@@ -56,10 +59,14 @@ def _key(name: str) -> str:
     return "ProfilerStep*" if name.startswith("ProfilerStep#") else name
 
 
-def key_averages(frames: TraceFrames) -> pl.DataFrame:
+def key_averages(
+    frames: TraceFrames, extra_device_ns: Mapping[int, int] | None = None
+) -> pl.DataFrame:
     """One row per key, like ``prof.key_averages()``, in ``KEY_AVERAGES`` schema (µs floats).
 
-    Rows are sorted by self CPU time, descending, then by name.
+    ``extra_device_ns`` adds device time to ops by ``event_id`` from outside the trace (the
+    Neuron system trace); it counts as the op's own kernels. Rows are sorted by self CPU time,
+    descending, then by name.
     """
     ops = frames.ops.filter(~pl.col("name").is_in(list(FILTERED_NAMES)))
     device = frames.device.filter(~pl.col("name").is_in(list(FILTERED_NAMES)))
@@ -70,13 +77,20 @@ def key_averages(frames: TraceFrames) -> pl.DataFrame:
         .agg(pl.col("dur_ns").sum())
     )
     kernel_ns = dict(zip(kernels["src_id"].to_list(), kernels["dur_ns"].to_list()))
+    for eid, ns in (extra_device_ns or {}).items():
+        kernel_ns[eid] = kernel_ns.get(eid, 0) + ns
     ids = ops["event_id"].to_list()
     index = {eid: i for i, eid in enumerate(ids)}
+    # A runtime/driver call named like an op (TorchNeuron names them after the aten op) gets its
+    # category appended, so its row does not fold into the op's row.
+    op_names = set(ops.filter(pl.col("cls") != "runtime")["name"].to_list())
+    names = [
+        f"{n} [{c}]" if k == "runtime" and n in op_names else n
+        for n, c, k in zip(ops["name"].to_list(), ops["cat"].to_list(), ops["cls"].to_list())
+    ]
     nodes = [
         _Node(name, dur, None, [], kernel_ns.get(eid, 0), cls == "annotation")
-        for eid, name, dur, cls in zip(
-            ids, ops["name"].to_list(), ops["dur_ns"].to_list(), ops["cls"].to_list()
-        )
+        for eid, name, dur, cls in zip(ids, names, ops["dur_ns"].to_list(), ops["cls"].to_list())
     ]
     # Filtered events are gone: re-parent to the nearest surviving ancestor.
     parent_of = dict(zip(frames.ops["event_id"].to_list(), frames.ops["parent_id"].to_list()))

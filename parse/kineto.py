@@ -162,7 +162,10 @@ def build_frames(trace: Trace) -> TraceFrames:
         # happen to match an enclosing op are coincidences.
         rt_link.clear()
     for i, (j, _) in rt_link.items():
-        threads[i] = threads[j]
+        # PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
+        # stream track (another tid) stays there: it is not a call the op's thread made.
+        if tids[i] == tids[j] or not str(host["cat"][i]).endswith("_driver"):
+            threads[i] = threads[j]
     parent, depth = _nest(ids, threads, starts, ends)
     child_sum = [0] * len(ids)
     for i, p in enumerate(parent):

@@ -71,6 +71,7 @@ from nprof_report.parse.neuron_load import (
 )
 
 __all__ = [
+    "device_time_rows",
     "DEVICE_EXECUTION_INFO",
     "DEVICE_INSTRUCTION",
     "DEVICE_SUMMARY",
@@ -303,7 +304,7 @@ def correlate(data: NeuronData, kineto_events: pl.DataFrame | None = None) -> Ne
     )
 
 
-def _device_time_rows(kineto_events: pl.DataFrame, links: NeuronLinks) -> pl.DataFrame:
+def device_time_rows(kineto_events: pl.DataFrame, links: NeuronLinks) -> pl.DataFrame:
     by = links.device_by_driver
     if by.height == 0:
         return pl.DataFrame(schema=DEVICE_TIME)
@@ -353,7 +354,7 @@ def neuron_device_time_by_event(
     """
     frames = []
     for data in load_sessions(root, strict_schema=strict_schema, kineto_events=events):
-        frames.append(_device_time_rows(events, correlate(data, events)))
+        frames.append(device_time_rows(events, correlate(data, events)))
     if not frames:
         return pl.DataFrame(schema=DEVICE_TIME)
     return (

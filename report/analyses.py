@@ -26,8 +26,10 @@ import polars as pl
 from nprof_report.bundle import Implementation
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import TraceFrames, load_frames
+from nprof_report.parse.kineto import TraceFrames
 from nprof_report.parse.load import TraceMeta
+from nprof_report.parse.neuron import NeuronFigures
+from nprof_report.parse.sources import load_source
 
 STEP_COLUMNS = pl.Schema(
     {
@@ -100,6 +102,8 @@ class ImplementationAnalysis:
     step_time: Distribution | None
     links_by_method: dict[str, int]
     has_device: bool
+    device_source: str
+    neuron: list[NeuronFigures] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def median_of(self, column: str) -> float:
@@ -143,8 +147,20 @@ def _top_level(ops: pl.DataFrame) -> pl.Series:
     )
 
 
-def per_step(frames: TraceFrames) -> pl.DataFrame:
-    """One row per profiled step with dispatch, runtime and device figures."""
+def _extra_device(frames: TraceFrames, extra: dict[int, int]) -> pl.DataFrame:
+    """Device time attached to ops from outside the trace, as (step, event_id, dev_ns) rows."""
+    return pl.DataFrame(
+        {"event_id": list(extra), "dev_ns": list(extra.values())},
+        schema={"event_id": pl.Int64, "dev_ns": pl.Int64},
+    ).join(frames.ops.select("event_id", "step"), on="event_id")
+
+
+def per_step(frames: TraceFrames, extra_device_ns: dict[int, int] | None = None) -> pl.DataFrame:
+    """One row per profiled step with dispatch, runtime and device figures.
+
+    With ``extra_device_ns`` (Neuron), device time and activities per step come from the ops'
+    attributed device time instead of the trace's device activities.
+    """
     ops = frames.ops.with_columns(top=_top_level(frames.ops)).filter(pl.col("step").is_not_null())
     op_rows = ops.group_by("step").agg(
         top_ops=(pl.col("top")).sum().cast(pl.UInt32),
@@ -154,11 +170,19 @@ def per_step(frames: TraceFrames) -> pl.DataFrame:
         runtime_calls=(pl.col("cls") == "runtime").sum().cast(pl.UInt32),
         runtime_ns=pl.col("dur_ns").filter(pl.col("cls") == "runtime").sum(),
     )
-    dev_rows = (
-        frames.device.filter(pl.col("step").is_not_null())
-        .group_by("step")
-        .agg(device_activities=pl.len().cast(pl.UInt32), device_ns=pl.col("dur_ns").sum())
-    )
+    if extra_device_ns:
+        dev_rows = (
+            _extra_device(frames, extra_device_ns)
+            .filter(pl.col("step").is_not_null())
+            .group_by("step")
+            .agg(device_activities=pl.len().cast(pl.UInt32), device_ns=pl.col("dev_ns").sum())
+        )
+    else:
+        dev_rows = (
+            frames.device.filter(pl.col("step").is_not_null())
+            .group_by("step")
+            .agg(device_activities=pl.len().cast(pl.UInt32), device_ns=pl.col("dur_ns").sum())
+        )
     steps = (
         frames.steps.select("step", "dur_ns")
         .join(op_rows, on="step", how="left")
@@ -169,7 +193,9 @@ def per_step(frames: TraceFrames) -> pl.DataFrame:
     return steps.select([pl.col(n).cast(t) for n, t in STEP_COLUMNS.items()])
 
 
-def per_top_op(frames: TraceFrames, n_steps: int) -> pl.DataFrame:
+def per_top_op(
+    frames: TraceFrames, n_steps: int, extra_device_ns: dict[int, int] | None = None
+) -> pl.DataFrame:
     """Top-level ops by name: calls per step, median dispatch, and device time per call."""
     ops = frames.ops.with_columns(top=_top_level(frames.ops))
     top = ops.filter(pl.col("top") & pl.col("step").is_not_null())
@@ -178,6 +204,8 @@ def per_top_op(frames: TraceFrames, n_steps: int) -> pl.DataFrame:
         .join(frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
         .select(pl.col("src_id").alias("event_id"), pl.col("dur_ns").alias("dev_ns"))
     )
+    if extra_device_ns:
+        kernels = pl.concat([kernels, _extra_device(frames, extra_device_ns).drop("step")])
     # Device time of a top-level op includes what its nested ops launched.
     anc = _top_ancestor(ops)
     dev_by_top = (
@@ -218,12 +246,11 @@ def _top_ancestor(ops: pl.DataFrame) -> dict[int, int]:
 
 
 def analyse(source: Source) -> ImplementationAnalysis:
-    """Parse one source and compute its figures."""
-    if source.trace is None:
-        raise ValueError(f"{source.folder}: no trace.json to analyse")
-    frames = load_frames(source.trace)
-    steps = per_step(frames)
-    notes = list(frames.notes)
+    """Parse one source (with its Neuron profile, if any) and compute its figures."""
+    loaded = load_source(source)
+    frames, extra = loaded.frames, loaded.neuron_device_ns
+    steps = per_step(frames, extra)
+    notes = list(frames.notes) + loaded.notes
     if steps.is_empty():
         notes.append(f"{source.label}: no ProfilerStep#N annotations; step figures are empty")
     step_time = distribution([d / 1000 for d in steps["dur_ns"].to_list()])
@@ -234,8 +261,8 @@ def analyse(source: Source) -> ImplementationAnalysis:
         meta=frames.meta,
         implementation=source.implementation,
         steps=steps,
-        key_averages=key_averages(frames),
-        top_ops=per_top_op(frames, steps.height),
+        key_averages=key_averages(frames, extra),
+        top_ops=per_top_op(frames, steps.height, extra),
         step_time=step_time,
         links_by_method={
             f"{k} ({m})": int(n)
@@ -243,6 +270,8 @@ def analyse(source: Source) -> ImplementationAnalysis:
                 links["kind"].to_list(), links["method"].to_list(), links["len"].to_list()
             )
         },
-        has_device=frames.device.height > 0,
+        has_device=frames.device.height > 0 or bool(extra),
+        device_source=loaded.device_source,
+        neuron=[figures for _, figures in loaded.neuron],
         notes=notes,
     )

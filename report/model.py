@@ -250,7 +250,9 @@ def _verdict(summary: dict[str, Any]) -> str:
     text = f"{best['label']} is fastest by {what}: {_us(best['headline'][key])}"
     if best is not base and base["headline"].get(key):
         ratio = base["headline"][key] / best["headline"][key]
-        comp: dict[str, Any] = next((c for c in summary["comparisons"] if c["label"] == best["label"]), {})
+        comp: dict[str, Any] = next(
+            (c for c in summary["comparisons"] if c["label"] == best["label"]), {}
+        )
         noise_key = (
             "unprofiled_exceeds_noise" if key == "unprofiled_median_us" else "step_exceeds_noise"
         )
@@ -375,11 +377,40 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
         [("Link (method)", "link", _text), ("Count", "count", _text)],
         [{"link": k, "count": v} for k, v in sorted(impl["links"].items())],
     )
-    return ImplementationSection(
-        label,
-        f"impl-{slug}",
-        impl.get("description") or impl["trace"],
-        [top_ops, steps, keyavg, links],
+    tables = [top_ops, steps, keyavg, links]
+    for n, neuron in enumerate(impl.get("neuron") or []):
+        tables.append(_neuron_table(neuron, f"{slug}-neuron-steps-{n}.csv"))
+    description = (impl.get("description") or impl["trace"]) + (
+        f". Device time from: {impl['device_time_source']}."
+    )
+    return ImplementationSection(label, f"impl-{slug}", description, tables)
+
+
+def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:
+    engines = ", ".join(f"{k} {v}%" for k, v in neuron["engine_active_pct"].items())
+    clock = neuron["clock"]
+    return _table(
+        "Neuron system trace per step",
+        csv,
+        [
+            ("Submissions", "submissions", _text),
+            ("HW executions", "executions", _text),
+            ("Model switches", "model_switches", _text),
+            ("Loads", "loads", _text),
+            ("Copies in", "copyin_count", _text),
+            ("Copy-in time", "copyin_us", _us),
+            ("Copies out", "copyout_count", _text),
+            ("Host blocked", "host_blocked_us", _us),
+            ("Submit→start median", "submit_to_start_median_us", _us),
+            ("Device busy", "device_busy_us", _us),
+            ("Device idle", "device_idle_us", _us),
+        ],
+        neuron["steps"],
+        note=(
+            f"Engine active: {engines or '–'}; MFU estimate {_num(neuron['mfu_estimated_pct'], '%')}, "
+            f"MBU estimate {_num(neuron['mbu_estimated_pct'], '%')}; clock alignment error "
+            f"{_us(clock['framework_error_us'])} over {clock['framework_matches']} matched events."
+        ),
     )
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import orjson
 import polars as pl
 
+from nprof_report.errors import InputError
 from nprof_report.parse.inputs import resolve
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import load_frames
+from nprof_report.parse.sources import load_source
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -30,8 +31,13 @@ def ops_tables(path: Path) -> list[tuple[str, pl.DataFrame]]:
     out = []
     for source in inputs.sources:
         if source.trace is None:
-            continue
-        out.append((source.label, key_averages(load_frames(source.trace))))
+            raise InputError(
+                source.folder,
+                "holds a Neuron profile but no trace.json, so there are no framework ops",
+                "capture with ProfilerActivity.CPU + PrivateUse1 and NeuronProfiler.export_trace",
+            )
+        loaded = load_source(source)
+        out.append((source.label, key_averages(loaded.frames, loaded.neuron_device_ns)))
     return out
 
 

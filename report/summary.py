@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 from nprof_report.bundle import Manifest
+from nprof_report.parse.neuron import NeuronFigures
 from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.findings import find
 
@@ -141,6 +142,8 @@ def build_summary(
                 ],
                 "links": a.links_by_method,
                 "has_device_activities": a.has_device,
+                "device_time_source": a.device_source,
+                "neuron": [_neuron_record(f) for f in a.neuron],
             }
         )
     comparisons = []
@@ -165,6 +168,38 @@ def build_summary(
     }
     summary["findings"] = find(summary)
     return summary
+
+
+def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:
+    """Neuron system-trace figures per step (times in µs) and device-profile figures."""
+    steps = [
+        {
+            (k[:-3] + "_us" if k.endswith("_ns") else k): (
+                _r(v / 1000) if (k.endswith("_ns") and v is not None) else v
+            )
+            for k, v in asdict(s).items()
+            if k not in ("start_ns", "end_ns")
+        }
+        for s in figures.steps
+    ]
+    d = figures.device
+    c = figures.clock
+    return {
+        "steps": steps,
+        "engine_active_pct": {k: _r(v, 2) for k, v in d.engine_active_percent.items()},
+        "mfu_estimated_pct": _r(d.mfu_estimated_percent, 3),
+        "mbu_estimated_pct": _r(d.mbu_estimated_percent, 3),
+        "clock": {
+            "framework_matches": c.framework_matches,
+            "framework_offset_us": _r(c.framework_offset_ns / 1000)
+            if c.framework_offset_ns is not None
+            else None,
+            "framework_error_us": _r(c.framework_error_ns / 1000)
+            if c.framework_error_ns is not None
+            else None,
+            "sync_points": c.sync_points,
+        },
+    }
 
 
 def _run_record(manifest: Manifest | None) -> dict[str, Any] | None:

@@ -186,7 +186,7 @@ def test_bad_gzip(tmp_path: Path) -> None:
 
 
 # -- random traces ---------------------------------------------------------------------------
-_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=8)
+_text = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)
 _num = st.one_of(
     st.integers(-(2**70), 2**70),
     st.floats(allow_nan=False, allow_infinity=False, width=64),

@@ -20,7 +20,10 @@ def format_table(table: pl.DataFrame, *, title: str | None = None, limit: int | 
     total_cpu = total_self
     has_device = float(table["device_total_us"].sum()) > 0
     # PyTorch's footer sums self device time over the device-typed rows only.
+    # Device time attached to ops from outside the trace (Neuron) has no device rows.
     device_rows = table.filter(pl.col("device_type") != "CPU")
+    if device_rows.is_empty():
+        device_rows = table
     total_dev = float(device_rows["self_device_us"].sum()) or 1.0
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
     if has_device:

@@ -1,0 +1,70 @@
+"""Load one source: its Kineto frames plus, when the folder holds a Neuron profile, Neuron device time.
+
+On TorchNeuron the Kineto trace may carry no device-typed activity at all (key_averages' NEURON
+columns then stay empty, formats.md 1.10); the device time of each framework op comes from the
+Neuron system trace instead, through the link chain in :mod:`.neuron`. ``neuron_device`` maps a
+Kineto ``event_id`` (the op) to its device ns; ``device_source`` says where device time came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from nprof_report.parse.inputs import Source
+from nprof_report.parse.kineto import TraceFrames, load_frames
+from nprof_report.parse.neuron import (
+    NeuronData,
+    NeuronFigures,
+    correlate,
+    device_time_rows,
+    find_sessions,
+    load_sessions,
+    neuron_figures,
+)
+
+
+@dataclass(frozen=True)
+class LoadedSource:
+    """A source's frames and the device time attributed to its ops."""
+
+    source: Source
+    frames: TraceFrames
+    neuron_device_ns: dict[int, int] = field(default_factory=dict)
+    neuron: list[tuple[NeuronData, NeuronFigures]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def device_source(self) -> str:
+        """Where device time comes from, in words for the report."""
+        if self.neuron_device_ns:
+            return "Neuron system trace (nc_exec_running spans linked through nrt_sequence_id)"
+        if self.frames.device.height:
+            return "device activities in trace.json (linked by External id / correlation)"
+        return "none: the trace holds no device activity"
+
+
+def load_source(source: Source) -> LoadedSource:
+    """Parse ``source``; add Neuron device time when its folder holds Neuron sessions."""
+    if source.trace is None:
+        raise ValueError("a source without trace.json has no framework ops")
+    frames = load_frames(source.trace)
+    notes: list[str] = []
+    if not find_sessions(source.folder):
+        return LoadedSource(source, frames)
+    device: dict[int, int] = {}
+    neuron: list[tuple[NeuronData, NeuronFigures]] = []
+    windows = list(zip(frames.steps["start_ns"].to_list(), frames.steps["end_ns"].to_list()))
+    for data in load_sessions(source.folder, kineto_events=frames.events):
+        notes.extend(f"{source.label}: {w}" for w in (*data.session.notes, *data.warnings))
+        if data.events.is_empty():
+            continue
+        links = correlate(data, frames.events)
+        rows = device_time_rows(frames.events, links).filter(pl.col("kind") == "op")
+        for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
+            device[eid] = device.get(eid, 0) + ns
+        figures = neuron_figures(data, windows, frames.events, links)
+        notes.extend(f"{source.label}: {w}" for w in figures.warnings)
+        neuron.append((data, figures))
+    return LoadedSource(source, frames, device, neuron, notes)
