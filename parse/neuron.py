@@ -71,7 +71,6 @@ from nprof_report.parse.neuron_load import (
 )
 
 __all__ = [
-    "device_time_rows",
     "DEVICE_EXECUTION_INFO",
     "DEVICE_INSTRUCTION",
     "DEVICE_SUMMARY",
@@ -93,6 +92,7 @@ __all__ = [
     "ProfileDir",
     "StepFigures",
     "correlate",
+    "device_time_rows",
     "find_sessions",
     "link_ops_via_framework_mapping",
     "load_session",
