@@ -106,7 +106,7 @@ def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, str]:
 
 
 def run(trace: Path, stages: list[str], repeats: int, timeout: float) -> dict[str, Any]:
-    size = trace.stat().st_size
+    size = trace.stat().st_size  # follows the symlink
     samples: dict[str, list[tuple[float, int]]] = {s: [] for s in stages}
     skipped: dict[str, str] = {}
     for rep in range(repeats):
@@ -197,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"generated {trace}: {size} bytes, {n} events in {time.perf_counter() - t0:.1f} s"
             )
+        else:
+            # a folder of its own: `nprof-report ops` looks at the trace's folder for other sources
+            alone = Path(tmp) / trace.name
+            alone.symlink_to(trace.resolve())
+            trace = alone
         result = run(trace, stages, ns.repeats, ns.timeout)
+        result["trace"] = str(ns.trace) if ns.trace is not None else f"generated, --mb {ns.mb}"
     ns.out.mkdir(parents=True, exist_ok=True)
     md = markdown(result)
     (ns.out / "bench.md").write_text(md)

@@ -45,6 +45,10 @@ SYSTEM_TABLES = ("SystemProfileEvents",)
 SYSTEM_AUX_TABLES = ("SystemProfileMetadata", "SystemProfileHbmUsage", "Warning", "SchemaFields")
 DEVICE_TABLES = ("Summary", "Instruction", "ExecutionInfo")
 DEVICE_AUX_TABLES = ("Metadata", "NeffHeader", "DeviceProfileList")
+# neuron_convert runs neuron-explorer into <session>/.nprof-explorer.partial-*/ and renames the
+# folder into place when it succeeded; one left behind by a killed run is half-written, so nothing
+# under it counts as processed output.
+PARTIAL_DIR_PREFIX = ".nprof-explorer.partial-"
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,10 @@ def _process_of(session_dir: Path) -> tuple[str | None, int | None]:
     return None, None
 
 
+def _in_partial(path: Path, root: Path) -> bool:
+    return any(part.startswith(PARTIAL_DIR_PREFIX) for part in path.relative_to(root).parts[:-1])
+
+
 def _pick_trace_json(files: list[Path]) -> Path | None:
     for name in TRACE_JSON_NAMES:
         for f in files:
@@ -213,7 +221,7 @@ def find_sessions(root: Path) -> list[NeuronSession]:
     if not root.is_dir():
         raise InputError(root, "is not a folder", "give the Neuron profile output folder")
     try:
-        all_files = [p for p in root.rglob("*") if p.is_file()]
+        all_files = [p for p in root.rglob("*") if p.is_file() and not _in_partial(p, root)]
     except OSError as exc:
         raise InputError(root, f"cannot be listed ({exc.strerror or exc})") from exc
 
