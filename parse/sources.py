@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from nprof_report.parse.inputs import Source
+from nprof_report.parse.neuron_figures import LOADS
 from nprof_report.parse.kineto import TraceFrames, load_frames
 from nprof_report.parse.neuron import (
     NeuronData,
@@ -33,6 +34,8 @@ class LoadedSource:
     frames: TraceFrames
     neuron_device_ns: dict[int, int] = field(default_factory=dict)
     neuron: list[tuple[NeuronData, NeuronFigures]] = field(default_factory=list)
+    neuron_busy: list[tuple[int, int]] = field(default_factory=list)
+    neuron_loads: list[tuple[int, int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +58,8 @@ def load_source(source: Source) -> LoadedSource:
         return LoadedSource(source, frames)
     device: dict[int, int] = {}
     neuron: list[tuple[NeuronData, NeuronFigures]] = []
+    busy: list[tuple[int, int]] = []
+    loads: list[tuple[int, int]] = []
     windows = list(zip(frames.steps["start_ns"].to_list(), frames.steps["end_ns"].to_list()))
     for data in load_sessions(source.folder, kineto_events=frames.events):
         notes.extend(f"{source.label}: {w}" for w in (*data.session.notes, *data.warnings))
@@ -64,7 +69,10 @@ def load_source(source: Source) -> LoadedSource:
         rows = device_time_rows(frames.events, links).filter(pl.col("kind") == "op")
         for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
             device[eid] = device.get(eid, 0) + ns
+        busy += list(zip(links.executions["start_ns"].to_list(), links.executions["end_ns"].to_list()))
+        loaded = data.events.filter(pl.col("name").is_in(list(LOADS)))
+        loads += list(zip(loaded["start_ns"].to_list(), loaded["end_ns"].to_list()))
         figures = neuron_figures(data, windows, frames.events, links)
         notes.extend(f"{source.label}: {w}" for w in figures.warnings)
         neuron.append((data, figures))
-    return LoadedSource(source, frames, device, neuron, notes)
+    return LoadedSource(source, frames, device, neuron, busy, loads, notes)

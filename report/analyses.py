@@ -30,6 +30,13 @@ from nprof_report.parse.kineto import TraceFrames
 from nprof_report.parse.load import TraceMeta
 from nprof_report.parse.neuron import NeuronFigures
 from nprof_report.parse.sources import load_source
+from nprof_report.report.breakdown import (
+    device_gaps,
+    host_breakdown,
+    op_chains,
+    op_context,
+    timeline,
+)
 
 STEP_COLUMNS = pl.Schema(
     {
@@ -43,6 +50,10 @@ STEP_COLUMNS = pl.Schema(
         "runtime_ns": pl.Int64,
         "device_activities": pl.UInt32,
         "device_ns": pl.Int64,
+        "host_framework_ns": pl.Int64,
+        "host_runtime_ns": pl.Int64,
+        "host_sync_ns": pl.Int64,
+        "host_outside_ns": pl.Int64,
     }
 )
 
@@ -99,6 +110,10 @@ class ImplementationAnalysis:
     steps: pl.DataFrame  # STEP_COLUMNS
     key_averages: pl.DataFrame
     top_ops: pl.DataFrame  # per top-level op name: calls per step, dispatch and device time
+    dispatch_samples_us: list[float]  # every top-level op duration in the steps
+    gaps: pl.DataFrame  # device idle gaps: step, start_ns, dur_ns, cause
+    timeline: list[dict[str, object]]  # bars of the median step
+    chains: list[dict[str, object]]  # op -> runtime -> device of the heaviest ops
     step_time: Distribution | None
     links_by_method: dict[str, int]
     has_device: bool
@@ -115,38 +130,6 @@ class ImplementationAnalysis:
         return med / 1000 if column.endswith("_ns") else med
 
 
-def _top_level(ops: pl.DataFrame) -> pl.Series:
-    """True for ops of class ``op`` with no ``op`` among their ancestors."""
-    cls = dict(zip(ops["event_id"].to_list(), ops["cls"].to_list()))
-    parent = dict(zip(ops["event_id"].to_list(), ops["parent_id"].to_list()))
-    memo: dict[int, bool] = {}
-
-    def under_op(eid: int) -> bool:
-        chain = []
-        p = parent.get(eid)
-        result = False
-        while p is not None:
-            if p in memo:
-                result = memo[p]
-                break
-            chain.append(p)
-            if cls.get(p) == "op":
-                result = True
-                break
-            p = parent.get(p)
-        for c in chain:
-            memo[c] = result if cls.get(c) != "op" else memo.get(c, result)
-        return result
-
-    return pl.Series(
-        "top",
-        [
-            c == "op" and not under_op(e)
-            for e, c in zip(ops["event_id"].to_list(), ops["cls"].to_list())
-        ],
-    )
-
-
 def _extra_device(frames: TraceFrames, extra: dict[int, int]) -> pl.DataFrame:
     """Device time attached to ops from outside the trace, as (step, event_id, dev_ns) rows."""
     return pl.DataFrame(
@@ -155,13 +138,18 @@ def _extra_device(frames: TraceFrames, extra: dict[int, int]) -> pl.DataFrame:
     ).join(frames.ops.select("event_id", "step"), on="event_id")
 
 
-def per_step(frames: TraceFrames, extra_device_ns: dict[int, int] | None = None) -> pl.DataFrame:
-    """One row per profiled step with dispatch, runtime and device figures.
+def per_step(
+    frames: TraceFrames, ctx: pl.DataFrame, extra_device_ns: dict[int, int] | None = None
+) -> pl.DataFrame:
+    """One row per profiled step with dispatch, host breakdown, runtime and device figures.
 
-    With ``extra_device_ns`` (Neuron), device time and activities per step come from the ops'
+    ``ctx`` is ``frames.ops`` with :func:`~.breakdown.op_context` columns. With
+    ``extra_device_ns`` (Neuron), device time and activities per step come from the ops'
     attributed device time instead of the trace's device activities.
     """
-    ops = frames.ops.with_columns(top=_top_level(frames.ops)).filter(pl.col("step").is_not_null())
+    ops = ctx.with_columns(top=(pl.col("cls") == "op") & ~pl.col("under_op")).filter(
+        pl.col("step").is_not_null()
+    )
     op_rows = ops.group_by("step").agg(
         top_ops=(pl.col("top")).sum().cast(pl.UInt32),
         all_ops=(pl.col("cls") == "op").sum().cast(pl.UInt32),
@@ -183,10 +171,18 @@ def per_step(frames: TraceFrames, extra_device_ns: dict[int, int] | None = None)
             .group_by("step")
             .agg(device_activities=pl.len().cast(pl.UInt32), device_ns=pl.col("dur_ns").sum())
         )
+    host = host_breakdown(ctx, frames.steps).select(
+        "step",
+        pl.col("framework_ns").alias("host_framework_ns"),
+        pl.col("runtime_ns").alias("host_runtime_ns"),
+        pl.col("sync_ns").alias("host_sync_ns"),
+        pl.col("outside_ns").alias("host_outside_ns"),
+    )
     steps = (
         frames.steps.select("step", "dur_ns")
         .join(op_rows, on="step", how="left")
         .join(dev_rows, on="step", how="left")
+        .join(host, on="step", how="left")
         .sort("step")
         .fill_null(0)
     )
@@ -194,11 +190,13 @@ def per_step(frames: TraceFrames, extra_device_ns: dict[int, int] | None = None)
 
 
 def per_top_op(
-    frames: TraceFrames, n_steps: int, extra_device_ns: dict[int, int] | None = None
+    frames: TraceFrames,
+    ctx: pl.DataFrame,
+    n_steps: int,
+    extra_device_ns: dict[int, int] | None = None,
 ) -> pl.DataFrame:
     """Top-level ops by name: calls per step, median dispatch, and device time per call."""
-    ops = frames.ops.with_columns(top=_top_level(frames.ops))
-    top = ops.filter(pl.col("top") & pl.col("step").is_not_null())
+    top = ctx.filter((pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null())
     kernels = (
         frames.links.filter(pl.col("kind") == "op->device")
         .join(frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
@@ -207,9 +205,8 @@ def per_top_op(
     if extra_device_ns:
         kernels = pl.concat([kernels, _extra_device(frames, extra_device_ns).drop("step")])
     # Device time of a top-level op includes what its nested ops launched.
-    anc = _top_ancestor(ops)
     dev_by_top = (
-        kernels.with_columns(top_id=pl.col("event_id").replace_strict(anc, default=None))
+        kernels.join(ctx.select("event_id", "top_id"), on="event_id")
         .group_by("top_id")
         .agg(pl.col("dev_ns").sum(), pl.len().alias("device_activities"))
     )
@@ -229,31 +226,21 @@ def per_top_op(
     )
 
 
-def _top_ancestor(ops: pl.DataFrame) -> dict[int, int]:
-    """Map every op to its outermost ``op`` ancestor (itself when it is top-level)."""
-    parent = dict(zip(ops["event_id"].to_list(), ops["parent_id"].to_list()))
-    cls = dict(zip(ops["event_id"].to_list(), ops["cls"].to_list()))
-    out: dict[int, int] = {}
-    for eid in parent:
-        top, p = eid if cls[eid] == "op" else None, parent[eid]
-        while p is not None:
-            if cls.get(p) == "op":
-                top = p
-            p = parent.get(p)
-        if top is not None:
-            out[eid] = top
-    return out
-
-
 def analyse(source: Source) -> ImplementationAnalysis:
     """Parse one source (with its Neuron profile, if any) and compute its figures."""
     loaded = load_source(source)
     frames, extra = loaded.frames, loaded.neuron_device_ns
-    steps = per_step(frames, extra)
+    ctx = op_context(frames.ops)
+    steps = per_step(frames, ctx, extra)
     notes = list(frames.notes) + loaded.notes
     if steps.is_empty():
         notes.append(f"{source.label}: no ProfilerStep#N annotations; step figures are empty")
     step_time = distribution([d / 1000 for d in steps["dur_ns"].to_list()])
+    busy = loaded.neuron_busy or list(
+        zip(frames.device["start_ns"].to_list(), frames.device["end_ns"].to_list())
+    )
+    copy_rows = frames.device.filter(pl.col("cat") == "gpu_memcpy")
+    copies = list(zip(copy_rows["start_ns"].to_list(), copy_rows["end_ns"].to_list()))
     links = frames.links.group_by("kind", "method").len()
     return ImplementationAnalysis(
         label=source.label,
@@ -262,7 +249,16 @@ def analyse(source: Source) -> ImplementationAnalysis:
         implementation=source.implementation,
         steps=steps,
         key_averages=key_averages(frames, extra),
-        top_ops=per_top_op(frames, steps.height, extra),
+        top_ops=per_top_op(frames, ctx, steps.height, extra),
+        dispatch_samples_us=[
+            d / 1000
+            for d in ctx.filter(
+                (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
+            )["dur_ns"].to_list()
+        ],
+        gaps=device_gaps(ctx, frames.steps, busy, copies, loaded.neuron_loads),
+        timeline=timeline(ctx, frames, busy),
+        chains=op_chains(frames, ctx, extra),
         step_time=step_time,
         links_by_method={
             f"{k} ({m})": int(n)
