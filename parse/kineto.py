@@ -34,8 +34,9 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.parse.classify import DEVICE_CATS, KNOWN_CATS, host_class
-from nprof_report.parse.load import Trace, TraceMeta, read_trace
+from nprof_report.parse.load import Trace, TraceMeta
 from nprof_report.parse.schema import DEVICE, LINKS, OPS, STEPS, conform
+from nprof_report.parse.stream import read_trace_stream
 
 
 @dataclass(frozen=True)
@@ -319,5 +320,5 @@ def _links(
 
 
 def load_frames(path: Path) -> TraceFrames:
-    """Read a trace file and derive its frames."""
-    return build_frames(read_trace(path))
+    """Read a trace file (streaming, bounded memory) and derive its frames."""
+    return build_frames(read_trace_stream(path))

@@ -124,7 +124,7 @@ def _recover_truncated(data: bytes) -> tuple[list[Any], int] | None:
     return events, len(text[:pos].encode("utf-8"))
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -133,13 +133,13 @@ def _as_int(value: Any) -> int | None:
         return int(value)
     if isinstance(value, str):
         try:
-            return _as_int(int(value, 0))
+            return as_int(int(value, 0))
         except ValueError:
             return None
     return None
 
 
-def _as_us(value: Any) -> float | None:
+def as_us(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -147,13 +147,13 @@ def _as_us(value: Any) -> float | None:
         return v if math.isfinite(v) and abs(v) < 9.2e15 else None
     if isinstance(value, str):  # some PrivateUse1 exporters write string timestamps
         try:
-            return _as_us(float(value))
+            return as_us(float(value))
         except ValueError:
             return None
     return None
 
 
-def _label(value: Any) -> str | None:
+def label_text(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -163,7 +163,7 @@ def _label(value: Any) -> str | None:
     return str(value)
 
 
-def _clean(text: Any) -> str | None:
+def clean_text(text: Any) -> str | None:
     """Names may carry control characters; keep them printable."""
     if text is None:
         return None
@@ -186,7 +186,6 @@ def read_trace(path: Path) -> Trace:
             'is JSON but not a trace (no "traceEvents" list)',
             "pass a torch.profiler trace.json",
         )
-    base = _as_int(doc.get("baseTimeNanoseconds"))
     raw = doc["traceEvents"]
     cols: dict[str, list[Any]] = {name: [] for name in EVENTS.names()}
     bad = 0
@@ -195,35 +194,47 @@ def read_trace(path: Path) -> Trace:
         if not isinstance(ev, dict):
             bad += 1
             continue
-        ts = _as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
+        ts = as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
         if ts is None:
             bad += 1
             continue
-        dur = _as_us(ev.get("dur")) if "dur" in ev else None
+        dur = as_us(ev.get("dur")) if "dur" in ev else None
         if dur is not None and dur < 0:
             negative += 1
             dur = 0.0
         args = ev.get("args")
         args = args if isinstance(args, dict) else None
         cols["event_id"].append(index)
-        cols["ph"].append(_label(ev.get("ph")))
-        cols["cat"].append(_clean(ev.get("cat")))
-        cols["name"].append(_clean(ev.get("name")) or "")
-        cols["pid"].append(_label(ev.get("pid")))
-        cols["tid"].append(_label(ev.get("tid")))
+        cols["ph"].append(label_text(ev.get("ph")))
+        cols["cat"].append(clean_text(ev.get("cat")))
+        cols["name"].append(clean_text(ev.get("name")) or "")
+        cols["pid"].append(label_text(ev.get("pid")))
+        cols["tid"].append(label_text(ev.get("tid")))
         cols["ts_ns"].append(round(ts * 1000))
         cols["dur_ns"].append(None if dur is None else round(dur * 1000))
-        cols["flow_id"].append(_label(ev.get("id")))
-        cols["bp"].append(_label(ev.get("bp")))
+        cols["flow_id"].append(label_text(ev.get("id")))
+        cols["bp"].append(label_text(ev.get("bp")))
         ext = args.get("External id", args.get("external id")) if args else None
-        cols["external_id"].append(_as_int(ext))
-        cols["correlation"].append(_as_int(args.get("correlation")) if args else None)
+        cols["external_id"].append(as_int(ext))
+        cols["correlation"].append(as_int(args.get("correlation")) if args else None)
         cols["args"].append(orjson.dumps(args).decode() if args else None)
     if bad:
         notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
     if negative:
         notes.append(f"{path.name}: {negative} events had a negative duration, read as 0")
-    events = pl.DataFrame(cols, schema=EVENTS)
+    return assemble(path, doc, pl.DataFrame(cols, schema=EVENTS), notes)
+
+
+def assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[str]) -> Trace:
+    """Metadata and the epoch clock from the document's top-level keys (shared by both loaders).
+
+    ``events`` carries raw ``ts_ns`` (the file's microseconds x 1000); the base is added here.
+    """
+    if isinstance(doc.get("nprof_constructed"), str):
+        notes.append(
+            f"{path.name}: CONSTRUCTED trace, not a capture: {clean_text(doc['nprof_constructed'])}"
+        )
+    base = as_int(doc.get("baseTimeNanoseconds"))
     if base is not None:
         convention = "relative"
         events = events.with_columns(pl.col("ts_ns") + base)
@@ -242,8 +253,8 @@ def read_trace(path: Path) -> Trace:
         path=path,
         base_time_ns=base,
         timestamp_convention=convention,
-        schema_version=_as_int(doc.get("schemaVersion")),
-        host_name=_label(doc.get("host_name")),
+        schema_version=as_int(doc.get("schemaVersion")),
+        host_name=label_text(doc.get("host_name")),
         device_properties=[d for d in devprops if isinstance(d, dict)]
         if isinstance(devprops, list)
         else [],

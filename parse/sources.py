@@ -9,11 +9,11 @@ Kineto ``event_id`` (the op) to its device ns; ``device_source`` says where devi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
 from nprof_report.parse.inputs import Source
-from nprof_report.parse.neuron_figures import LOADS
 from nprof_report.parse.kineto import TraceFrames, load_frames
 from nprof_report.parse.neuron import (
     NeuronData,
@@ -24,6 +24,7 @@ from nprof_report.parse.neuron import (
     load_sessions,
     neuron_figures,
 )
+from nprof_report.parse.neuron_figures import LOADS
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,49 @@ class LoadedSource:
         return "none: the trace holds no device activity"
 
 
+SESSION_MARKERS = (
+    "ntrace.pb",
+    "trace_info.pb",
+    "*.neff",
+    "*.ntff",
+    "framework_mapping_*.json",
+    "system_profile.json",
+    "SystemProfileEvents*.parquet",
+)
+
+
+def neuron_root(source: Source) -> Path | None:
+    """Where to look for this source's Neuron profile, or None.
+
+    A bundle of a run is searched whole. A trace file given on its own is paired only with a
+    Neuron session in its own folder (``trace.json`` sits beside ``ntrace.pb``, formats.md 2.5),
+    never with whatever else lies below that folder.
+    """
+    if source.implementation is not None:
+        return source.folder
+    if source.trace is None:
+        return source.folder
+    folder = source.trace.parent
+    if any(next(folder.glob(pattern), None) for pattern in SESSION_MARKERS):
+        return folder
+    return None
+
+
 def load_source(source: Source) -> LoadedSource:
     """Parse ``source``; add Neuron device time when its folder holds Neuron sessions."""
     if source.trace is None:
         raise ValueError("a source without trace.json has no framework ops")
     frames = load_frames(source.trace)
     notes: list[str] = []
-    if not find_sessions(source.folder):
+    root = neuron_root(source)
+    if root is None or not find_sessions(root):
         return LoadedSource(source, frames)
     device: dict[int, int] = {}
     neuron: list[tuple[NeuronData, NeuronFigures]] = []
     busy: list[tuple[int, int]] = []
     loads: list[tuple[int, int]] = []
     windows = list(zip(frames.steps["start_ns"].to_list(), frames.steps["end_ns"].to_list()))
-    for data in load_sessions(source.folder, kineto_events=frames.events):
+    for data in load_sessions(root, kineto_events=frames.events):
         notes.extend(f"{source.label}: {w}" for w in (*data.session.notes, *data.warnings))
         if data.events.is_empty():
             continue
@@ -69,7 +99,9 @@ def load_source(source: Source) -> LoadedSource:
         rows = device_time_rows(frames.events, links).filter(pl.col("kind") == "op")
         for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
             device[eid] = device.get(eid, 0) + ns
-        busy += list(zip(links.executions["start_ns"].to_list(), links.executions["end_ns"].to_list()))
+        busy += list(
+            zip(links.executions["start_ns"].to_list(), links.executions["end_ns"].to_list())
+        )
         loaded = data.events.filter(pl.col("name").is_in(list(LOADS)))
         loads += list(zip(loaded["start_ns"].to_list(), loaded["end_ns"].to_list()))
         figures = neuron_figures(data, windows, frames.events, links)

@@ -18,7 +18,7 @@ pretty-printed, object or bare Chrome JSON Array Format) in windows of ``chunk_b
    come from one batched typed decode of the piece's raw ``args``. Columns are built with Polars
    per piece and concatenated without rechunking.
 
-Field rules are those of ``read_trace`` (``_as_int``, ``_as_us``, ``_label``, ``_clean``, missing
+Field rules are those of ``read_trace`` (``as_int``, ``as_us``, ``label_text``, ``clean_text``, missing
 ``ts`` skipped, ``M`` rows default to ``ts`` 0, negative durations read as 0). Pieces with unusual
 types (a boolean ``pid``, a float flow ``id``, a string ``External id`` ...) fail the typed decode
 and are read by a per-event Python path that applies ``read_trace``'s own helpers.
@@ -58,13 +58,12 @@ import polars as pl
 
 from nprof_report.errors import InputError
 from nprof_report.parse.load import (
-    _RELATIVE_TS_LIMIT_US,
     Trace,
-    TraceMeta,
-    _as_int,
-    _as_us,
-    _clean,
-    _label,
+    as_int,
+    as_us,
+    assemble,
+    clean_text,
+    label_text,
     read_trace,
 )
 from nprof_report.parse.schema import EVENTS
@@ -242,7 +241,7 @@ class _Columns:
         del evs, raws
         self.index += n
         ts, dur = pl.col("ts"), pl.col("dur")
-        # read_trace: ts = _as_us(ev.get("ts", 0 if ph == "M" else None)); missing ts -> skipped
+        # read_trace: ts = as_us(ev.get("ts", 0 if ph == "M" else None)); missing ts -> skipped
         ts_us = (
             pl.when(ts.is_nan() & (pl.col("ph") == "M"))
             .then(0.0)
@@ -285,29 +284,29 @@ class _Columns:
             if not isinstance(ev, dict):
                 self.bad += 1
                 continue
-            ts = _as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
+            ts = as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
             if ts is None:
                 self.bad += 1
                 continue
-            dur = _as_us(ev.get("dur")) if "dur" in ev else None
+            dur = as_us(ev.get("dur")) if "dur" in ev else None
             if dur is not None and dur < 0:
                 self.negative += 1
                 dur = 0.0
             args = ev.get("args")
             args = args if isinstance(args, dict) else None
             cols["event_id"].append(index)
-            cols["ph"].append(_label(ev.get("ph")))
-            cols["cat"].append(_clean(ev.get("cat")))
-            cols["name"].append(_clean(ev.get("name")) or "")
-            cols["pid"].append(_label(ev.get("pid")))
-            cols["tid"].append(_label(ev.get("tid")))
+            cols["ph"].append(label_text(ev.get("ph")))
+            cols["cat"].append(clean_text(ev.get("cat")))
+            cols["name"].append(clean_text(ev.get("name")) or "")
+            cols["pid"].append(label_text(ev.get("pid")))
+            cols["tid"].append(label_text(ev.get("tid")))
             cols["ts_ns"].append(round(ts * 1000))
             cols["dur_ns"].append(None if dur is None else round(dur * 1000))
-            cols["flow_id"].append(_label(ev.get("id")))
-            cols["bp"].append(_label(ev.get("bp")))
+            cols["flow_id"].append(label_text(ev.get("id")))
+            cols["bp"].append(label_text(ev.get("bp")))
             ext = args.get("External id", args.get("external id")) if args else None
-            cols["external_id"].append(_as_int(ext))
-            cols["correlation"].append(_as_int(args.get("correlation")) if args else None)
+            cols["external_id"].append(as_int(ext))
+            cols["correlation"].append(as_int(args.get("correlation")) if args else None)
             if self.keep_args:
                 cols["args"].append(orjson.dumps(args).decode() if args else None)
             else:
@@ -345,17 +344,17 @@ def _check_utf8(text: bytes) -> None:
 
 
 def _floats(name: str, values: list[Any]) -> pl.Series:
-    """``ts``/``dur`` values as Float64: NaN for a missing key, null when unusable (``_as_us``)."""
+    """``ts``/``dur`` values as Float64: NaN for a missing key, null when unusable (``as_us``)."""
     try:
         return pl.Series(name, values, dtype=pl.Float64)
     except (TypeError, OverflowError):
         pass
-    out = [v if isinstance(v, float) else _as_us(v) for v in values]
+    out = [v if isinstance(v, float) else as_us(v) for v in values]
     return pl.Series(name, out, dtype=pl.Float64)
 
 
 class _LabelCache(dict[Any, Any]):
-    """``_label`` of an int (int64 range) or str; pid/tid/id take few distinct values."""
+    """``label_text`` of an int (int64 range) or str; pid/tid/id take few distinct values."""
 
     def __missing__(self, key: Any) -> Any:
         value = str(key) if key.__class__ is int else key
@@ -367,20 +366,20 @@ _LABELS = _LabelCache()
 
 
 def _labels(name: str, values: list[Any]) -> pl.Series:
-    """pid/tid/id values (int in int64 range, str, None) as ``_label`` text."""
+    """pid/tid/id values (int in int64 range, str, None) as ``label_text`` text."""
     if len(_LABELS) > 100_000:
         _LABELS.clear()
     return pl.Series(name, list(map(_LABELS.__getitem__, values)), dtype=pl.String)
 
 
 def _clean_col(s: pl.Series) -> pl.Series:
-    """``_clean`` on a String column: escape control characters (rare, done in Python)."""
+    """``clean_text`` on a String column: escape control characters (rare, done in Python)."""
     bad = s.str.contains(_CONTROL)
     if not bad.any():
         return s
     return pl.Series(
         s.name,
-        [_clean(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
+        [clean_text(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
         dtype=pl.String,
     )
 
@@ -394,14 +393,14 @@ def _decode_ids(raws: list[msgspec.Raw]) -> tuple[pl.Series, pl.Series] | None:
             ext_v = [
                 None
                 if r is None
-                else _as_int(
+                else as_int(
                     r.ext
                     if r.ext is not msgspec.UNSET
                     else (None if r.ext_lower is msgspec.UNSET else r.ext_lower)
                 )
                 for r in low
             ]
-            corr_v = [None if r is None else _as_int(r.correlation) for r in low]
+            corr_v = [None if r is None else as_int(r.correlation) for r in low]
         else:
             ids = _IDS_DEC.decode(joined)
             ext_v = [None if r is None else r.ext for r in ids]
@@ -688,6 +687,8 @@ class _Reader:
             if "recursion" in str(exc).lower() or b"\x00" in self.src.head:
                 raise _Fallback from exc
             _check_utf8(skeleton)
+            if not self.cols.index:
+                raise _Fallback from exc  # nothing to recover: read_trace's "not valid JSON"
             self.note_cut(self.offset + close)
             return {}
         if prefix is None:
@@ -731,37 +732,4 @@ def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
         notes.append(f"{path.name}: skipped {cols.bad} events with a missing or mistyped ts")
     if cols.negative:
         notes.append(f"{path.name}: {cols.negative} events had a negative duration, read as 0")
-    return _assemble(path, doc, events, notes)
-
-
-def _assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[str]) -> Trace:
-    """Metadata and clock exactly as ``read_trace`` derives them from the document."""
-    base = _as_int(doc.get("baseTimeNanoseconds"))
-    if base is not None:
-        convention = "relative"
-        events = events.with_columns(pl.col("ts_ns") + base)
-    else:
-        timed = events.filter(pl.col("ph") == "X")["ts_ns"]
-        convention = "absolute-us"
-        if len(timed) and timed.max() < _RELATIVE_TS_LIMIT_US * 1000:  # type: ignore[operator]
-            convention = "relative-no-base"
-            notes.append(
-                f"{path.name}: timestamps look relative but the trace has no baseTimeNanoseconds; "
-                "absolute times are unknown"
-            )
-    devprops = doc.get("deviceProperties")
-    dist = doc.get("distributedInfo")
-    meta = TraceMeta(
-        path=path,
-        base_time_ns=base,
-        timestamp_convention=convention,
-        schema_version=_as_int(doc.get("schemaVersion")),
-        host_name=_label(doc.get("host_name")),
-        device_properties=[d for d in devprops if isinstance(d, dict)]
-        if isinstance(devprops, list)
-        else [],
-        distributed_info=dist if isinstance(dist, dict) else None,
-        record_shapes=bool(doc.get("record_shapes")),
-        profile_memory=bool(doc.get("profile_memory")),
-    )
-    return Trace(meta=meta, events=events, notes=notes)
+    return assemble(path, doc, events, notes)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -112,8 +113,9 @@ class ImplementationAnalysis:
     top_ops: pl.DataFrame  # per top-level op name: calls per step, dispatch and device time
     dispatch_samples_us: list[float]  # every top-level op duration in the steps
     gaps: pl.DataFrame  # device idle gaps: step, start_ns, dur_ns, cause
-    timeline: list[dict[str, object]]  # bars of the median step
-    chains: list[dict[str, object]]  # op -> runtime -> device of the heaviest ops
+    timeline: list[dict[str, Any]]  # bars of the median step
+    chains: list[dict[str, Any]]  # op -> runtime -> device of the heaviest ops
+    step_start_ns: dict[int, int]
     step_time: Distribution | None
     links_by_method: dict[str, int]
     has_device: bool
@@ -259,6 +261,7 @@ def analyse(source: Source) -> ImplementationAnalysis:
         gaps=device_gaps(ctx, frames.steps, busy, copies, loaded.neuron_loads),
         timeline=timeline(ctx, frames, busy),
         chains=op_chains(frames, ctx, extra),
+        step_start_ns=dict(zip(frames.steps["step"].to_list(), frames.steps["start_ns"].to_list())),
         step_time=step_time,
         links_by_method={
             f"{k} ({m})": int(n)

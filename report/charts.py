@@ -37,8 +37,10 @@ def _svg(fig: Any) -> str:
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
-def step_times(labels: list[str], samples_us: list[list[float]]) -> str:
-    """Box plot of step times per implementation, with every step drawn as a point."""
+def step_times(
+    labels: list[str], samples_us: list[list[float]], xlabel: str = "profiled step time (µs)"
+) -> str:
+    """Box plot per implementation, with every sample drawn as a point."""
     with plt.rc_context(_RC):  # type: ignore[arg-type]
         fig, ax = plt.subplots(figsize=(6.2, 0.55 + 0.55 * max(len(labels), 1)))
         data = [s if s else [0.0] for s in samples_us]
@@ -52,7 +54,7 @@ def step_times(labels: list[str], samples_us: list[list[float]]) -> str:
         )
         for i, s in enumerate(samples_us, start=1):
             ax.scatter(s, [i] * len(s), s=9, color=SHADES[1], zorder=3, marker="o")
-        ax.set_xlabel("profiled step time (µs)")
+        ax.set_xlabel(xlabel)
         ax.invert_yaxis()
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         return _svg(fig)
@@ -77,12 +79,8 @@ def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: 
             left = [a + b for a, b in zip(left, values)]
         ax.set_xlabel(xlabel)
         ax.invert_yaxis()
-        ax.legend(
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.35 - 0.05 * len(labels)),
-            ncol=min(len(parts), 3),
-            frameon=False,
-        )
+        fig.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2, frameon=False)
+        fig.subplots_adjust(bottom=0.38)
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         return _svg(fig)
 
@@ -111,4 +109,76 @@ def paired_bars(labels: list[str], series: dict[str, list[float | None]], xlabel
         ax.invert_yaxis()
         ax.legend(frameon=False, loc="lower right")
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        return _svg(fig)
+
+
+LANE_ORDER = ["framework L0", "framework L1", "framework L2", "runtime", "device"]
+
+
+def timelines(
+    labels: list[str], bars: list[list[dict[str, Any]]], durations_us: list[float]
+) -> str:
+    """One timeline per implementation (its median step): lanes for ops, runtime and device."""
+    n = max(len(labels), 1)
+    with plt.rc_context(_RC):  # type: ignore[arg-type]
+        fig, axes = plt.subplots(n, 1, figsize=(6.4, 1.3 * n + 0.4), squeeze=False)
+        for ax, label, impl_bars, dur in zip(axes[:, 0], labels, bars, durations_us):
+            lanes = [lane for lane in LANE_ORDER if any(b["lane"] == lane for b in impl_bars)]
+            for y, lane in enumerate(lanes):
+                spans = [(b["start_us"], b["dur_us"]) for b in impl_bars if b["lane"] == lane]
+                shade = SHADES[y % len(SHADES)]
+                ax.broken_barh(
+                    spans,
+                    (y - 0.4, 0.8),
+                    facecolors=shade,
+                    edgecolor="black",
+                    linewidth=0.3,
+                    hatch=HATCHES[y % len(HATCHES)],
+                )
+                for b in impl_bars:
+                    if b["lane"] == lane and b["label"] and b["dur_us"] > 0.12 * dur:
+                        ax.text(
+                            b["start_us"] + b["dur_us"] / 2,
+                            y,
+                            b["label"][:28],
+                            ha="center",
+                            va="center",
+                            fontsize=6,
+                            bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
+                        )
+            ax.set_xlim(0, dur)
+            ax.set_yticks(range(len(lanes)), lanes)
+            ax.invert_yaxis()
+            ax.set_title(label, loc="left", fontsize=8)
+            ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        axes[-1, 0].set_xlabel("µs from the start of the median step")
+        fig.tight_layout()
+        return _svg(fig)
+
+
+def histogram(labels: list[str], samples_us: list[list[float]], xlabel: str) -> str:
+    """Overlaid step histograms (log-spaced bins) of one sample per implementation."""
+    values = [v for s in samples_us for v in s if v > 0]
+    with plt.rc_context(_RC):  # type: ignore[arg-type]
+        fig, ax = plt.subplots(figsize=(6.2, 2.4))
+        if values:
+            lo, hi = min(values), max(values)
+            edges = (
+                [lo * (hi / lo) ** (k / 20) for k in range(21)] if hi > lo else [lo * 0.9, hi * 1.1]
+            )
+            for i, (label, s) in enumerate(zip(labels, samples_us)):
+                ax.hist(
+                    [v for v in s if v > 0],
+                    bins=edges,
+                    histtype="step",
+                    linewidth=1.4,
+                    color=SHADES[i % len(SHADES)],
+                    linestyle=["-", "--", ":", "-."][i % 4],
+                    label=label,
+                )
+            if hi / lo > 20:
+                ax.set_xscale("log")
+            ax.legend(frameon=False)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("count")
         return _svg(fig)

@@ -282,22 +282,38 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
             "Box: median and interquartile range of the profiled steps; whiskers 1.5 IQR; dots: every step.",
         )
     ]
-    disp = [i["headline"].get("dispatch_per_step_us") or 0.0 for i in impls]
-    step = [i["headline"].get("step_median_us") or 0.0 for i in impls]
+    med = [i.get("median_step") or {} for i in impls]
     out.append(
         Chart(
-            "Where a median step goes (host)",
+            "Where the median step goes (host timeline, exclusive)",
             charts.stacked_breakdown(
                 labels,
                 {
-                    "inside framework ops (host dispatch)": disp,
-                    "outside ops (Python, synchronisation, prof.step)": [
-                        max(s - d, 0.0) for s, d in zip(step, disp)
+                    "framework dispatch (op self time)": [
+                        m.get("framework_us") or 0.0 for m in med
+                    ],
+                    "runtime calls in ops": [m.get("runtime_us") or 0.0 for m in med],
+                    "waiting on the device (calls outside ops)": [
+                        m.get("sync_us") or 0.0 for m in med
+                    ],
+                    "outside ops (Python, prof.step)": [
+                        max(m.get("outside_us") or 0.0, 0.0) for m in med
                     ],
                 },
-                "µs per step (medians; the bar adds up to the median step time)",
+                "µs in the median step (the bar adds up to that step's duration)",
             ),
-            "Host dispatch is the summed duration of the top-level framework ops in the step.",
+            "Self times on the thread that dispatched the step's ops; device execution overlaps these and is shown in the timeline.",
+        )
+    )
+    out.append(
+        Chart(
+            "Host dispatch per framework op",
+            charts.step_times(
+                labels,
+                [i["dispatch_samples_us"] for i in impls],
+                "duration of each top-level framework op (µs)",
+            ),
+            "Every top-level op call in the profiled steps.",
         )
     )
     if any(i["headline"].get("unprofiled_median_us") is not None for i in impls):
@@ -317,6 +333,30 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                     "µs",
                 ),
                 "The gap between the two bars is the profiler's own overhead.",
+            )
+        )
+    if any(i["timeline"] for i in impls):
+        out.append(
+            Chart(
+                "Timeline of the median step",
+                charts.timelines(
+                    labels,
+                    [i["timeline"] for i in impls],
+                    [(i.get("median_step") or {}).get("dur_us") or 1.0 for i in impls],
+                ),
+                "Framework ops by nesting level (L0 = dispatched by Python), runtime calls, and device activity.",
+            )
+        )
+    if any(i["gaps"]["count"] for i in impls):
+        out.append(
+            Chart(
+                "Device idle gaps",
+                charts.histogram(
+                    labels,
+                    [i["gaps"]["durations_us"] for i in impls],
+                    "gap between device activities (µs)",
+                ),
+                "Gaps inside the profiled steps; their causes are listed per implementation.",
             )
         )
     return out
@@ -377,7 +417,40 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
         [("Link (method)", "link", _text), ("Count", "count", _text)],
         [{"link": k, "count": v} for k, v in sorted(impl["links"].items())],
     )
-    tables = [top_ops, steps, keyavg, links]
+    chains = _table(
+        "Heaviest ops: op → runtime → device",
+        f"{slug}-chains.csv",
+        [
+            ("Op", "op", _text),
+            ("Calls", "calls", _text),
+            ("Device / call", "device_us_per_call", _us),
+            ("Runtime calls per op call", "runtime", _text),
+            ("Device activities per op call", "device", _text),
+        ],
+        impl["chains"],
+    )
+    gaps = impl["gaps"]
+    gap_causes = _table(
+        "Device idle gaps by cause",
+        f"{slug}-gap-causes.csv",
+        [("Cause", "cause", _text), ("Gaps", "count", _text), ("Total", "total_us", _us)],
+        gaps["by_cause"],
+        note=f"{gaps['count']} gaps, {_us(gaps['total_us'])} in all.",
+    )
+    largest = _table(
+        "Largest device idle gaps",
+        f"{slug}-gaps.csv",
+        [
+            ("Step", "step", _text),
+            ("Offset in step", "offset_us", _us),
+            ("Duration", "dur_us", _us),
+            ("Cause", "cause", _text),
+        ],
+        gaps["largest"],
+    )
+    tables = [top_ops, chains, steps, keyavg, links]
+    if gaps["count"]:
+        tables += [gap_causes, largest]
     for n, neuron in enumerate(impl.get("neuron") or []):
         tables.append(_neuron_table(neuron, f"{slug}-neuron-steps-{n}.csv"))
     description = (impl.get("description") or impl["trace"]) + (

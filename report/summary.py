@@ -18,9 +18,12 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+import polars as pl
+
 from nprof_report.bundle import Manifest
 from nprof_report.parse.neuron import NeuronFigures
 from nprof_report.report.analyses import ImplementationAnalysis
+from nprof_report.report.breakdown import median_step
 from nprof_report.report.findings import find
 
 SUMMARY_FORMAT = "nprof-summary"
@@ -140,6 +143,14 @@ def build_summary(
                     {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()}
                     for r in a.key_averages.to_dicts()
                 ],
+                "median_step": _median_step_breakdown(a),
+                "dispatch_samples_us": [_r(v) for v in a.dispatch_samples_us],
+                "gaps": _gaps_record(a),
+                "timeline": [
+                    {**b, "start_us": _r(b["start_us"]), "dur_us": _r(b["dur_us"])}
+                    for b in a.timeline
+                ],
+                "chains": a.chains,
                 "links": a.links_by_method,
                 "has_device_activities": a.has_device,
                 "device_time_source": a.device_source,
@@ -168,6 +179,51 @@ def build_summary(
     }
     summary["findings"] = find(summary)
     return summary
+
+
+def _median_step_breakdown(a: ImplementationAnalysis) -> dict[str, Any] | None:
+    """The host breakdown of the median step (its components add up to its duration)."""
+    step = median_step(a.steps)
+    if step is None:
+        return None
+    row = a.steps.filter(pl.col("step") == step).row(0, named=True)
+    return {
+        "step": step,
+        "dur_us": _r(row["dur_ns"] / 1000),
+        "framework_us": _r(row["host_framework_ns"] / 1000),
+        "runtime_us": _r(row["host_runtime_ns"] / 1000),
+        "sync_us": _r(row["host_sync_ns"] / 1000),
+        "outside_us": _r(row["host_outside_ns"] / 1000),
+        "device_us": _r(row["device_ns"] / 1000),
+    }
+
+
+def _gaps_record(a: ImplementationAnalysis, largest: int = 10) -> dict[str, Any]:
+    """Device idle gaps: totals by cause and the largest ones."""
+    g = a.gaps
+    by_cause = (
+        g.group_by("cause")
+        .agg(count=pl.len(), total_us=pl.col("dur_ns").sum() / 1000)
+        .sort("total_us", descending=True)
+    )
+    top = g.sort("dur_ns", descending=True).head(largest)
+    return {
+        "count": g.height,
+        "total_us": _r(int(g["dur_ns"].sum()) / 1000) if g.height else 0.0,
+        "by_cause": [
+            {"cause": c, "count": n, "total_us": _r(t)} for c, n, t in by_cause.iter_rows()
+        ],
+        "durations_us": [_r(d / 1000) for d in g["dur_ns"].to_list()],
+        "largest": [
+            {
+                "step": s,
+                "offset_us": _r((st - a.step_start_ns.get(s, st)) / 1000),
+                "dur_us": _r(d / 1000),
+                "cause": c,
+            }
+            for s, st, d, c in top.iter_rows()
+        ],
+    }
 
 
 def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:

@@ -110,6 +110,13 @@ def test_truncated(tmp_path: Path, cut: float, chunk: int) -> None:
     assert "cut short" in read_trace_stream(path, chunk_bytes=chunk).notes[0]
 
 
+@pytest.mark.parametrize("text", ['{"schemaVersion": 1, "traceEvents": []', '{"traceEvents": [] x'])
+def test_empty_array_then_damage(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert_same_outcome(path, chunk_bytes=64)
+
+
 def test_garbage_after_array(tmp_path: Path) -> None:
     data = fixture(NAMES[2]).read_bytes()
     path = tmp_path / "t.json"
