@@ -58,26 +58,29 @@ def _thread_key(pid: str | None, tid: str | None) -> str:
 
 def _nest(
     ids: list[int], threads: list[str], starts: list[int], ends: list[int]
-) -> tuple[list[int | None], list[int]]:
-    """Parent index and depth of each event (indices into the input lists)."""
+) -> tuple[list[int | None], list[int], int]:
+    """Parent index and depth of each event, and how many events partially overlap another."""
     order = sorted(range(len(ids)), key=lambda i: (threads[i], starts[i], -ends[i]))
     parent: list[int | None] = [None] * len(ids)
     depth = [0] * len(ids)
     stack: list[int] = []
     current = None
+    overlaps = 0
     for i in order:
         if threads[i] != current:
             stack, current = [], threads[i]
         while stack:
             top = stack[-1]
             if starts[i] >= ends[top] or ends[i] > ends[top]:
+                if starts[i] < ends[top]:
+                    overlaps += 1
                 stack.pop()
             else:
                 parent[i] = top
                 depth[i] = depth[top] + 1
                 break
         stack.append(i)
-    return parent, depth
+    return parent, depth, overlaps
 
 
 def _steps(events: pl.DataFrame) -> pl.DataFrame:
@@ -167,7 +170,12 @@ def build_frames(trace: Trace) -> TraceFrames:
         # stream track (another tid) stays there: it is not a call the op's thread made.
         if tids[i] == tids[j] or not str(host["cat"][i]).endswith("_driver"):
             threads[i] = threads[j]
-    parent, depth = _nest(ids, threads, starts, ends)
+    parent, depth, overlaps = _nest(ids, threads, starts, ends)
+    if overlaps:
+        notes.append(
+            f"{trace.meta.path.name}: {overlaps} events partially overlap an event on the same "
+            "thread; they are not nested (as in PyTorch), so self times around them may be off"
+        )
     child_sum = [0] * len(ids)
     for i, p in enumerate(parent):
         if p is not None:
@@ -198,12 +206,19 @@ def build_frames(trace: Trace) -> TraceFrames:
             "depth": depth,
             "self_ns": [d - s for d, s in zip(durs, child_sum)],
         },
-        schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32},
+        schema_overrides={k: v for k, v in OPS.items() if k != "step"},
     )
     steps = _steps(events)
     ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
 
-    links = _links(events, ops, device, rt_link, ids, cls)
+    links = _links(events, ops, device, rt_link, ids)
+    flows = events.filter((pl.col("cat") == "ac2g") & (pl.col("ph") == "s"))
+    duplicated = flows.height - flows["flow_id"].n_unique() if flows.height else 0
+    if duplicated:
+        notes.append(
+            f"{trace.meta.path.name}: {duplicated} ac2g flow ids occur more than once; "
+            "the first occurrence was used"
+        )
     device = device.with_columns(
         start_ns=pl.col("ts_ns"), end_ns=pl.col("ts_ns") + pl.col("dur_ns")
     )
@@ -244,7 +259,6 @@ def _links(
     device: pl.DataFrame,
     rt_link: dict[int, tuple[int, str]],
     ids: list[int],
-    cls: list[str],
 ) -> pl.DataFrame:
     op_rt = pl.DataFrame(
         {
@@ -315,7 +329,6 @@ def _links(
                 method=pl.lit("external_id"),
             )
         )
-    del cls
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])
 
 

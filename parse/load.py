@@ -87,8 +87,15 @@ def _decode_document(path: Path, data: bytes) -> tuple[Any, list[str]]:
             raise InputError(
                 path, f"is not UTF-8 text (byte {uexc.start})", "re-export the trace as UTF-8"
             ) from uexc
-        if "recursion" in str(exc).lower():
+        message = str(exc).lower()
+        if "recursion" in message or "depth limit" in message:
             raise InputError(path, "JSON is nested too deeply to be a trace") from exc
+        lenient = _decode_lenient(data)
+        if lenient is not None:
+            return lenient, [
+                f"{path.name}: non-standard JSON numbers (NaN, Infinity or out of range) were "
+                "read as missing values"
+            ]
         recovered = _recover_truncated(data)
         if recovered is None:
             raise InputError(path, f"is not valid JSON ({exc})") from exc
@@ -99,6 +106,14 @@ def _decode_document(path: Path, data: bytes) -> tuple[Any, list[str]]:
             f"lost the last {lost} bytes ({100 * lost / len(data):.1f}% of the file)"
         )
         return {"traceEvents": events}, [note]
+
+
+def _decode_lenient(data: bytes) -> Any:
+    """The stdlib parser accepts NaN, Infinity and huge numbers, which orjson refuses."""
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+        return None
 
 
 def _recover_truncated(data: bytes) -> tuple[list[Any], int] | None:
@@ -230,6 +245,11 @@ def assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[
 
     ``events`` carries raw ``ts_ns`` (the file's microseconds x 1000); the base is added here.
     """
+    escaped = events.filter(pl.col("name").str.contains(r"\\x[0-9a-f]{2}")).height
+    if escaped:
+        notes.append(
+            f"{path.name}: {escaped} event names held control characters, shown as \\xNN escapes"
+        )
     if isinstance(doc.get("nprof_constructed"), str):
         notes.append(
             f"{path.name}: CONSTRUCTED trace, not a capture: {clean_text(doc['nprof_constructed'])}"

@@ -46,6 +46,7 @@ import codecs
 import gzip
 import json
 import math
+import mmap
 import re
 import zlib
 from operator import attrgetter
@@ -707,13 +708,34 @@ def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 
     """
     path = Path(path)
     try:
-        return _read(path, keep_args, chunk_bytes)
+        trace = _read(path, keep_args, chunk_bytes)
+        if any("cut short" in n for n in trace.notes) and _has_nonstandard_numbers(path):
+            raise _Fallback  # the reference loader reads NaN/Infinity instead of stopping there
+        return trace
+    except RecursionError as exc:
+        raise InputError(path, "JSON is nested too deeply to be a trace") from exc
     except _Fallback:
         trace = read_trace(path)
         if keep_args:
             return trace
         events = trace.events.with_columns(pl.lit(None, pl.String).alias("args"))
         return Trace(trace.meta, events, trace.notes)
+
+
+_NONSTANDARD = re.compile(rb"(?<![A-Za-z\"])(?:NaN|-?Infinity)(?![A-Za-z\"])|\d[eE][+-]?\d{3,}")
+
+
+def _has_nonstandard_numbers(path: Path) -> bool:
+    """NaN, Infinity or an out-of-range exponent anywhere in the (uncompressed) file."""
+    with path.open("rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head == b"\x1f\x8b":
+            return bool(_NONSTANDARD.search(gzip.decompress(fh.read())))
+        if path.stat().st_size == 0:
+            return False
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return _NONSTANDARD.search(view) is not None
 
 
 def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
