@@ -188,6 +188,13 @@ def clean_text(text: Any) -> str | None:
     return s
 
 
+def _args_text(args: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(args).decode()
+    except TypeError:  # integers beyond 64 bits, read by the lenient parser
+        return json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def read_trace(path: Path) -> Trace:
     """Load one Kineto trace file into an ``EVENTS`` frame (see :mod:`.schema`)."""
     path = Path(path)
@@ -232,7 +239,7 @@ def read_trace(path: Path) -> Trace:
         ext = args.get("External id", args.get("external id")) if args else None
         cols["external_id"].append(as_int(ext))
         cols["correlation"].append(as_int(args.get("correlation")) if args else None)
-        cols["args"].append(orjson.dumps(args).decode() if args else None)
+        cols["args"].append(_args_text(args) if args else None)
     if bad:
         notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
     if negative:

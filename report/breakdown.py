@@ -50,10 +50,15 @@ def op_context(ops: pl.DataFrame) -> pl.DataFrame:
             continue
         under[eid] = cls[parent] == "op" or under[parent]
         top[eid] = top[parent] if top[parent] is not None else (eid if cls[eid] == "op" else None)
-    return ops.with_columns(
-        under_op=pl.col("event_id").replace_strict(under, return_dtype=pl.Boolean),
-        top_id=pl.col("event_id").replace_strict(top, default=None, return_dtype=pl.Int64),
+    context = pl.DataFrame(
+        {
+            "event_id": list(under),
+            "under_op": list(under.values()),
+            "top_id": [top[e] for e in under],
+        },
+        schema={"event_id": pl.Int64, "under_op": pl.Boolean, "top_id": pl.Int64},
     )
+    return ops.join(context, on="event_id", how="left", maintain_order="left")
 
 
 def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
