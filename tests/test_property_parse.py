@@ -12,7 +12,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,7 +132,8 @@ def test_parse_succeeds_or_fails_with_input_error(
     try:
         frames = load_frames(path)
     except InputError as exc:
-        assert str(path) in str(exc) and "\n" not in str(exc)
+        message = str(exc)
+        assert str(path) in message and "\n" not in message
         return
     # the reference loader agrees on what is an error and on the events (the raw args text may
     # differ in documented edge cases: duplicate keys, integers beyond 64 bits)
