@@ -38,6 +38,7 @@ from nprof_report.capture.workload import (
     make_inputs,
 )
 from nprof_report.errors import CaptureError
+from nprof_report.parse.neuron_convert import convert_tree
 
 FILE_ROLES = {
     "trace.json": "kineto-trace",
@@ -212,6 +213,11 @@ def _capture_one(
 
     timing = _time_unprofiled(fn, x, weight, backend, options.timing_seconds)
     progress.update(task, advance=1, description=f"{name}: write bundle")
+    if backend.name == "neuron":
+        progress.update(task, description=f"{name}: convert the Neuron traces (neuron-explorer)")
+        for result in convert_tree(bundle):
+            if not result.ok:
+                progress.console.print(f"[yellow]{result.message}[/yellow]")
     traces = sorted(p for p in bundle.rglob("*.json") if p.name.endswith("trace.json"))
     if not traces:
         raise CaptureError(f"{bundle}: the profiler wrote no trace.json")

@@ -15,7 +15,9 @@ from pathlib import Path
 import orjson
 
 from nprof_report.errors import InputError
-from nprof_report.parse.inputs import Inputs, newest_run, resolve
+from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
+from nprof_report.parse.neuron_convert import convert_tree
+from nprof_report.parse.sources import neuron_root
 from nprof_report.report.analyses import analyse
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.render import render_html, render_pdf
@@ -55,6 +57,7 @@ def build_report(paths: list[Path], *, out: Path | None = None) -> list[Path]:
     manifests = [r.manifest for r in resolved if r.manifest is not None]
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
+    caveats += convert_neuron_traces(sources)
     analyses = [analyse(s) for s in sources]
     summary = build_summary(analyses, manifest, caveats)
     model = build_model(summary)
@@ -65,6 +68,19 @@ def build_report(paths: list[Path], *, out: Path | None = None) -> list[Path]:
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
     return _write_atomically(out, html, pdf, summary, _tables(model))
+
+
+def convert_neuron_traces(sources: list[Source]) -> list[str]:
+    """Convert raw Neuron traces with neuron-explorer where still needed; say what is missing.
+
+    The tables are written inside the bundle, so a copied bundle builds without Neuron tools.
+    """
+    messages = []
+    for root in dict.fromkeys(r for r in map(neuron_root, sources) if r is not None):
+        messages += [
+            c.message for c in convert_tree(root) if c.status in ("tool-missing", "failed")
+        ]
+    return messages
 
 
 def _write_csv(path: Path, table: Table) -> None:

@@ -15,11 +15,18 @@ pytestmark = pytest.mark.capture
 def _options(out: Path) -> Any:
     from nprof_report.capture.session import CaptureOptions
 
-    return CaptureOptions(out=out, backend="cpu", active=2, timing_seconds=0.05,
-                          implementations=("naive", "fused", "compiled"))
+    return CaptureOptions(
+        out=out,
+        backend="cpu",
+        active=2,
+        timing_seconds=0.05,
+        implementations=("naive", "fused", "compiled"),
+    )
 
 
-def test_failed_implementation_is_recorded_and_the_others_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_implementation_is_recorded_and_the_others_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from nprof_report.capture import session
 
     real = session.make_function
@@ -40,7 +47,9 @@ def test_failed_implementation_is_recorded_and_the_others_run(tmp_path: Path, mo
     assert verify_checksums(run, manifest) == []
 
 
-def test_interrupt_keeps_bundles_and_marks_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupt_keeps_bundles_and_marks_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from nprof_report.capture import session
 
     real = session.make_function
@@ -56,7 +65,10 @@ def test_interrupt_keeps_bundles_and_marks_the_rest(tmp_path: Path, monkeypatch:
     (run,) = tmp_path.iterdir()
     manifest = read_manifest(run)
     assert [(i.name, i.status) for i in manifest.implementations] == [
-        ("naive", "ok"), ("fused", "interrupted"), ("compiled", "not run")]
+        ("naive", "ok"),
+        ("fused", "interrupted"),
+        ("compiled", "not run"),
+    ]
     assert (run / "naive" / "trace.json").is_file()
     assert [f.path for f in manifest.files] == ["naive/trace.json"]
 

@@ -31,3 +31,26 @@ def test_ops_device_time_equals_what_the_fixture_was_built_with(tree: str) -> No
         # runtime and driver calls keep rows of their own, with no device time
         runtime = [r for n, r in rows.items() if n.endswith("[privateuse1_driver]")]
         assert runtime and all(r["self_device_us"] == 0 for r in runtime)
+
+
+@pytest.mark.pdf
+def test_raw_tree_without_tool_builds_from_trace_json_and_says_what_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from nprof_report.parse import neuron_convert
+    from nprof_report.report.build import build_report
+
+    tree = tmp_path / "fused"
+    shutil.copytree(NEURON / "fused", tree)
+    for explorer in tree.rglob("explorer"):
+        shutil.rmtree(explorer)  # raw .pb files only, as NeuronProfiler leaves them
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    monkeypatch.setattr(neuron_convert, "FALLBACK_TOOL_DIRS", ())
+    build_report([tree], out=tmp_path / "r")
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    impl = summary["implementations"][0]
+    assert impl["headline"]["framework_ops_per_step"] == 1  # trace.json still reported
+    assert impl["device_time_source"].startswith("none")
+    assert any("neuron-explorer view" in c and "not on PATH" in c for c in summary["caveats"])
