@@ -212,7 +212,34 @@ def per_top_op(
         .group_by("top_id")
         .agg(pl.col("dev_ns").sum(), pl.len().alias("device_activities"))
     )
-    per = top.join(dev_by_top, left_on="event_id", right_on="top_id", how="left").fill_null(0)
+    # Per call: framework self time and runtime-call time of the op's whole subtree, and the
+    # launch latency (device start - runtime call start) of what it launched.
+    subtree = (
+        ctx.filter(pl.col("top_id").is_not_null())
+        .group_by("top_id")
+        .agg(
+            fw_ns=pl.col("self_ns").filter(pl.col("cls") != "runtime").sum(),
+            rt_ns=pl.col("self_ns").filter(pl.col("cls") == "runtime").sum(),
+        )
+    )
+    launches = (
+        frames.links.filter(pl.col("kind") == "runtime->device")
+        .join(ctx.select(pl.col("event_id").alias("src_id"), "start_ns", "top_id"), on="src_id")
+        .join(
+            frames.device.select(
+                pl.col("event_id").alias("dst_id"), pl.col("start_ns").alias("dev_start")
+            ),
+            on="dst_id",
+        )
+        .group_by("top_id")
+        .agg(latency_ns=(pl.col("dev_start") - pl.col("start_ns")).median())
+    )
+    per = (
+        top.join(dev_by_top, left_on="event_id", right_on="top_id", how="left")
+        .join(subtree, left_on="event_id", right_on="top_id", how="left")
+        .join(launches, left_on="event_id", right_on="top_id", how="left")
+        .with_columns(pl.col("dev_ns", "device_activities", "fw_ns", "rt_ns").fill_null(0))
+    )
     steps = max(n_steps, 1)
     return (
         per.group_by("name", maintain_order=True)
@@ -220,7 +247,9 @@ def per_top_op(
             calls=pl.len(),
             dispatch_median_us=pl.col("dur_ns").median() / 1000,
             dispatch_p90_us=pl.col("dur_ns").quantile(0.9, "nearest") / 1000,
-            self_cpu_median_us=pl.col("self_ns").median() / 1000,
+            self_cpu_median_us=pl.col("fw_ns").median() / 1000,
+            runtime_median_us=pl.col("rt_ns").median() / 1000,
+            launch_latency_median_us=pl.col("latency_ns").median() / 1000,
             device_median_us=pl.col("dev_ns").median() / 1000,
             device_activities=pl.col("device_activities").sum(),
         )

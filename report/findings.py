@@ -99,6 +99,17 @@ def find(summary: dict[str, Any]) -> list[dict[str, str]]:
                     f"{st['median']} us (threshold {100 * NOISY_IQR_FRACTION:.0f}%)",
                 )
             )
+        loading = [c for c in impl["gaps"]["by_cause"] if c["cause"] == "compilation or loading"]
+        if loading:
+            out.append(
+                _finding(
+                    "high",
+                    "compilation-in-steps",
+                    f"{label}: compilation or NEFF loading happens inside the measured steps",
+                    f"{loading[0]['count']} device idle gaps ({loading[0]['total_us']} us) overlap a "
+                    "load; warm up longer before profiling",
+                )
+            )
         steps = impl["steps"]
         if len(steps) >= 3 and st and st["median"]:
             first = steps[0]["dur_us"]

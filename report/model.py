@@ -51,6 +51,22 @@ GLOSSARY = [
         "A difference exceeds the run-to-run noise when the interquartile ranges of the two step-time samples do not overlap (un-profiled: when the difference is larger than the sum of the two half-IQRs).",
     ),
     (
+        "Host breakdown of the median step",
+        "Self times on the thread that dispatched the step's ops, which add up to the step: framework dispatch (ops, nested annotations), runtime calls made inside ops (launches), waiting on the device (runtime calls outside any op: the loop's synchronize), and outside ops (Python between ops, prof.step()).",
+    ),
+    (
+        "Launch → device start",
+        "Median time from the start of a runtime call to the start of the device activity it launched (linked by correlation id or ac2g flow). On Neuron: submit (nrt_model_submit) to nc_exec_running start.",
+    ),
+    (
+        "Device idle gap and cause",
+        "A hole between merged device-busy intervals inside a step. Its cause is the host activity that overlaps it most: host dispatch (a framework op), runtime call, synchronization (a runtime call outside ops), transfer (the gap ends at a copy), compilation or loading (a Neuron load overlaps it), host outside ops.",
+    ),
+    (
+        "Neuron figures",
+        "From the Neuron system trace: NEFF submissions (nrt_model_submit), hardware executions (nc_exec_running, one span per execution merged across physical cores), model switches, copies in/out (dmem_buf_copyin/out), host blocked on the device (kbl_exec_wait), device busy and idle per step; engine active %, MFU and MBU estimates from the device profiles' Summary tables.",
+    ),
+    (
         "Self CPU / CPU total / Self device / Device total",
         "As in prof.key_averages(): self = own time minus children's; device total = device time of the op and everything it called; an op nested in an op of the same name with no sibling counts once.",
     ),
@@ -373,7 +389,9 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
             ("Calls / step", "calls_per_step", _num),
             ("Dispatch median", "dispatch_median_us", _us),
             ("Dispatch p90", "dispatch_p90_us", _us),
-            ("Self CPU median", "self_cpu_median_us", _us),
+            ("Framework self median", "self_cpu_median_us", _us),
+            ("Runtime calls median", "runtime_median_us", _us),
+            ("Launch → device start", "launch_latency_median_us", _us),
             ("Device median", "device_median_us", _us),
             ("Device activities", "device_activities", _text),
         ],

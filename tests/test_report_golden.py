@@ -1,0 +1,136 @@
+"""Golden outline of the report built from the constructed Neuron trees, and every number traced to summary.json.
+
+The Neuron fixtures are deterministic, so the report's structure (headings, table headers, row
+counts) is compared with a checked-in golden file; set NPROF_UPDATE_GOLDEN=1 to rewrite it after a
+reviewed change.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tinyhtml5
+
+from nprof_report.report.build import build_report
+
+ROOT = Path(__file__).resolve().parents[1]
+NEURON = ROOT / "fixtures" / "neuron"
+GOLDEN = ROOT / "tests" / "golden" / "neuron-report-outline.txt"
+NS = "{http://www.w3.org/1999/xhtml}"
+
+pytestmark = pytest.mark.pdf
+
+
+@pytest.fixture(scope="module")
+def neuron_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("neuron") / "report"
+    build_report([NEURON / "eager_naive", NEURON / "fused", NEURON / "compiled"], out=out)
+    return out
+
+
+def _text(el: Any) -> str:
+    return " ".join("".join(el.itertext()).split())
+
+
+def outline(html: str) -> str:
+    """Headings, table titles, column headers and row counts, in document order."""
+    lines = []
+    for el in tinyhtml5.parse(html).iter():
+        tag = el.tag.replace(NS, "") if isinstance(el.tag, str) else ""
+        if tag in ("h1", "h2", "h4"):
+            lines.append(f"{tag}: {_text(el)}")
+        elif tag == "table":
+            head = [_text(th) for th in el.iter(f"{NS}th")]
+            rows = len(next(iter(el.iter(f"{NS}tbody"))).findall(f"{NS}tr"))
+            lines.append(f"  table[{rows} rows]: {' | '.join(head)}")
+        elif tag == "figcaption":
+            lines.append(f"  figure: {_text(el).split('.')[0]}")
+    return "\n".join(lines) + "\n"
+
+
+def test_report_outline_matches_golden(neuron_report: Path) -> None:
+    got = outline((neuron_report / "report.html").read_text())
+    if os.environ.get("NPROF_UPDATE_GOLDEN") or not GOLDEN.exists():
+        GOLDEN.write_text(got)
+    assert got == GOLDEN.read_text()
+
+
+def _summary_numbers(node: Any, out: list[float]) -> list[float]:
+    if isinstance(node, bool):
+        return out
+    if isinstance(node, (int, float)):
+        out.append(float(node))
+    elif isinstance(node, dict):
+        for v in node.values():
+            _summary_numbers(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _summary_numbers(v, out)
+    return out
+
+
+_NUMBER = re.compile(r"^[+−-]?(\d+(?:\.\d+)?)(us|ms|s|%|×)?$")
+
+
+def _cell_values(html: str) -> list[tuple[str, float]]:
+    """Numeric table cells as (text, value in the summary's unit: µs, %, ratio or count)."""
+    values = []
+    for td in tinyhtml5.parse(html).iter(f"{NS}td"):
+        text = _text(td)
+        m = _NUMBER.match(text)
+        if not m:
+            continue
+        value = float(m.group(1))
+        scale = {"ms": 1e3, "s": 1e6}.get(m.group(2) or "", 1.0)
+        values.append((text, value * scale))
+    return values
+
+
+def _found(value: float, numbers: list[float], text: str) -> bool:
+    tolerance = 0.0005 * {"ms": 1e3, "s": 1e6}.get(re.sub(r"[\d.+−-]", "", text), 1.0) + 1e-9
+    i = bisect.bisect_left(numbers, value - tolerance)
+    return i < len(numbers) and numbers[i] <= value + tolerance
+
+
+def _check_numbers(report: Path) -> int:
+    summary = json.loads((report / "summary.json").read_text())
+    numbers = sorted({abs(x) for x in _summary_numbers(summary, [])})
+    cells = _cell_values((report / "report.html").read_text())
+    missing = [text for text, v in cells if not _found(v, numbers, text)]
+    assert missing == []
+    return len(cells)
+
+
+def test_every_number_in_the_neuron_report_is_in_summary(neuron_report: Path) -> None:
+    assert _check_numbers(neuron_report) > 100
+
+
+@pytest.mark.capture
+def test_every_number_in_the_cpu_report_is_in_summary(cpu_report: Path) -> None:
+    assert _check_numbers(cpu_report) > 100
+
+
+def test_neuron_report_reads_as_a_write_up(neuron_report: Path) -> None:
+    from pypdf import PdfReader
+
+    text = " ".join(p.extract_text() for p in PdfReader(neuron_report / "report.pdf").pages)
+    flat = " ".join(text.split())
+    for needle in (
+        "Verdict",
+        "Headline figures",
+        "Difference from the baseline",
+        "Findings",
+        "Neuron system trace per step",
+        "Heaviest ops",
+        "Device idle gaps",
+        "CONSTRUCTED trace, not a capture",
+        "Glossary",
+        "Provenance",
+    ):
+        assert needle in flat, needle
