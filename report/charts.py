@@ -133,7 +133,6 @@ def timelines(
                     facecolors=shade,
                     edgecolor="black",
                     linewidth=0.3,
-                    hatch=HATCHES[y % len(HATCHES)],
                 )
                 for b in impl_bars:
                     if b["lane"] == lane and b["label"] and b["dur_us"] > 0.12 * dur:
