@@ -80,14 +80,6 @@ def _nest(
         ptr[todo] = ptr[ptr[todo]]
         todo = todo[ptr[todo] >= 0]
     parent = ptr
-    # depth by pointer doubling
-    depth = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    live = np.flatnonzero(anc >= 0)
-    while len(live):
-        up = anc[live]
-        depth[live] += np.where(anc[up] >= 0, depth[up] - (depth[up] > 0) * 0, 0) * 0
-        break
     depth = _depths(parent)
     # subtree sizes, leaves first
     size = np.ones(n, dtype=np.int64)
