@@ -52,75 +52,35 @@ class TraceFrames:
     notes: list[str] = field(default_factory=list)
 
 
+def _thread_key(pid: str | None, tid: str | None) -> str:
+    return f"{pid}/{tid}"
+
+
 def _nest(
-    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Parent position (-1 at the top) and depth of events sorted by (thread, start, -end), and
-    how many events partially overlap a later one on their thread.
-
-    Equivalent to PyTorch's stack walk: the stack always holds the chain of enclosing events of
-    the last event, so an event's parent is the *last earlier* event of its thread that contains
-    it (``start < end_j`` and ``end <= end_j``, i.e. ``end_j >= end + (dur == 0)``), found here by
-    pointer jumping; an event is popped by the first later event it does not contain, which is
-    the first event after its subtree, and that pop is a partial overlap when the event starts
-    before its end.
-    """
-    n = len(starts)
-    pos = np.arange(n, dtype=np.int64)
-    first = np.ones(n, dtype=bool)
-    first[1:] = segment[1:] != segment[:-1]
-    need = ends + (ends == starts)  # the end a parent must reach
-    ptr = np.where(first, -1, pos - 1)
-    todo = np.flatnonzero(ptr >= 0)
-    while len(todo):
-        cand = ptr[todo]
-        todo = todo[ends[cand] < need[todo]]  # candidate does not contain it: jump past it
-        if not len(todo):
-            break
-        ptr[todo] = ptr[ptr[todo]]
-        todo = todo[ptr[todo] >= 0]
-    parent = ptr
-    depth = _depths(parent)
-    # subtree sizes, leaves first
-    size = np.ones(n, dtype=np.int64)
-    kids = np.flatnonzero(parent >= 0)
-    if len(kids):
-        by_depth = kids[np.argsort(-depth[kids], kind="stable")]
-        cuts = np.flatnonzero(np.diff(depth[by_depth])) + 1
-        for level in np.split(by_depth, cuts):
-            np.add.at(size, parent[level], size[level])
-    after = pos + size  # the first event after each subtree
-    last = np.empty(n, dtype=np.int64)  # the last position of each event's thread
-    seg_end = np.flatnonzero(np.append(segment[1:] != segment[:-1], True))
-    last[:] = np.repeat(seg_end, np.diff(np.concatenate(([-1], seg_end))))
-    popped = after <= last
-    nxt = np.minimum(after, n - 1)
-    overlaps = int(np.count_nonzero(popped & (starts[nxt] < ends)))
+    ids: list[int], threads: list[str], starts: list[int], ends: list[int]
+) -> tuple[list[int | None], list[int], int]:
+    """Parent index and depth of each event, and how many events partially overlap another."""
+    order = sorted(range(len(ids)), key=lambda i: (threads[i], starts[i], -ends[i]))
+    parent: list[int | None] = [None] * len(ids)
+    depth = [0] * len(ids)
+    stack: list[int] = []
+    current = None
+    overlaps = 0
+    for i in order:
+        if threads[i] != current:
+            stack, current = [], threads[i]
+        while stack:
+            top = stack[-1]
+            if starts[i] >= ends[top] or ends[i] > ends[top]:
+                if starts[i] < ends[top]:
+                    overlaps += 1
+                stack.pop()
+            else:
+                parent[i] = top
+                depth[i] = depth[top] + 1
+                break
+        stack.append(i)
     return parent, depth, overlaps
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node (parents come before children), by pointer doubling."""
-    depth = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    live = np.flatnonzero(anc >= 0)
-    while len(live):
-        up = anc[live]
-        depth[live] += depth[up]
-        anc[live] = anc[up]
-        live = live[anc[live] >= 0]
-    return depth
-
-
-def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
-    out = start.copy()
-    while True:
-        valid = np.flatnonzero(out >= 0)
-        bad = valid[skip[out[valid]]]
-        if not len(bad):
-            return out
-        out[bad] = parent[out[bad]]
 
 
 def _steps(events: pl.DataFrame) -> pl.DataFrame:
