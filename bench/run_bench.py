@@ -158,15 +158,18 @@ def markdown(result: dict[str, Any]) -> str:
         f"Trace `{result['trace']}`: {mb:.1f} MB; median of {result['repeats']} interleaved "
         f"run(s), each stage a whole process; {result['cpus']} CPUs.",
         "",
-        "| stage | time (s) | peak RSS (MiB) | time vs orjson | RSS vs orjson | RSS vs file |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| stage | time (s) | time range (s) | peak RSS (MiB) | time vs orjson | RSS vs orjson "
+        "| RSS vs file |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in result["rows"]:
         if "skipped" in r:
-            lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | |")
+            lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | | |")
             continue
+        times = [w for w, _ in r["samples"]]
         lines.append(
-            f"| {r['stage']} | {r['time_s']:.2f} | {r['peak_rss_mib']:.0f} | "
+            f"| {r['stage']} | {r['time_s']:.2f} | {min(times):.2f}-{max(times):.2f} | "
+            f"{r['peak_rss_mib']:.0f} | "
             f"{r['time_vs_orjson']:.2f}x | {r['rss_vs_orjson']:.2f}x | {r['rss_vs_file']:.2f}x |"
         )
     return "\n".join(lines) + "\n"

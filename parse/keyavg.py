@@ -24,8 +24,8 @@ that op's kernels too; we attach device time only along the links parse establis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES
@@ -45,18 +45,41 @@ KEY_AVERAGES = pl.Schema(
 )
 
 
-@dataclass
-class _Node:
-    name: str
-    dur_ns: int
-    parent: int | None
-    children: list[int]
-    kernels_ns: int
-    annotation: bool
+def _key(name: pl.Expr) -> pl.Expr:
+    return (
+        pl.when(name.str.starts_with("ProfilerStep#"))
+        .then(pl.lit("ProfilerStep*"))
+        .otherwise(name)
+        .alias("name")
+    )
 
 
-def _key(name: str) -> str:
-    return "ProfilerStep*" if name.startswith("ProfilerStep#") else name
+def _codes(s: pl.Series) -> np.ndarray:
+    """Integer codes of equal strings (equal strings, equal codes)."""
+    return s.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+
+
+def _rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Row of each ``keys`` value in ``ids`` (unique event ids), -1 when absent or null (-1)."""
+    if not len(ids) or not len(keys):
+        return np.full(len(keys), -1, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    pos = np.searchsorted(ids[order], keys)
+    pos = np.minimum(pos, len(ids) - 1)
+    found = ids[order[pos]] == keys
+    return np.where(found & (keys >= 0), order[pos], -1)
+
+
+def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
+    out = start.copy()
+    while True:
+        valid = out >= 0
+        bad = np.zeros(len(out), dtype=bool)
+        bad[valid] = skip[out[valid]]
+        if not bad.any():
+            return out
+        out[bad] = parent[out[bad]]
 
 
 def key_averages(
@@ -67,110 +90,137 @@ def key_averages(
     ``extra_device_ns`` adds device time to ops by ``event_id`` from outside the trace (the
     Neuron system trace); it counts as the op's own kernels. Rows are sorted by self CPU time,
     descending, then by name.
+
+    The rules of the module docstring, computed on arrays: the dup-node rule (3) removes every
+    op whose parent (nearest surviving ancestor) has its name and exactly one child -- applied
+    repeatedly, a chain of same-name only children folds into its top op, which takes the
+    children and the kernels of the chain's last op; device totals accumulate leaves first.
     """
-    ops = frames.ops.filter(~pl.col("name").is_in(list(FILTERED_NAMES)))
-    device = frames.device.filter(~pl.col("name").is_in(list(FILTERED_NAMES)))
+    filtered = list(FILTERED_NAMES)
+    all_ops = frames.ops
+    device = frames.device.filter(~pl.col("name").is_in(filtered))
     kernels = (
         frames.links.filter(pl.col("kind") == "op->device")
         .join(device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
-        .group_by("src_id")
-        .agg(pl.col("dur_ns").sum())
+        .select("src_id", "dur_ns")
     )
-    kernel_ns = dict(zip(kernels["src_id"].to_list(), kernels["dur_ns"].to_list()))
-    for eid, ns in (extra_device_ns or {}).items():
-        kernel_ns[eid] = kernel_ns.get(eid, 0) + ns
-    ids = ops["event_id"].to_list()
-    index = {eid: i for i, eid in enumerate(ids)}
+    if extra_device_ns:
+        extra = pl.DataFrame(
+            {"src_id": list(extra_device_ns), "dur_ns": list(extra_device_ns.values())},
+            schema={"src_id": pl.Int64, "dur_ns": pl.Int64},
+        )
+        kernels = pl.concat([kernels.cast({"src_id": pl.Int64, "dur_ns": pl.Int64}), extra])
+    kernels = kernels.group_by("src_id").agg(pl.col("dur_ns").sum().cast(pl.Int64))
+
+    # Filtered events are gone: re-parent to the nearest surviving ancestor.
+    all_ids = all_ops["event_id"].to_numpy().astype(np.int64)
+    all_parent = _rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
+    keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
+    up = _climb(all_parent, all_parent, ~keep)
+    rows = np.flatnonzero(keep)
+    new_row = np.full(len(all_ids), -1, dtype=np.int64)
+    new_row[rows] = np.arange(len(rows))
+    up = up[rows]
+    parent = np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
+
     # A runtime/driver call named like an op (TorchNeuron names them after the aten op) gets its
     # category appended, so its row does not fold into the op's row.
-    op_names = set(ops.filter(pl.col("cls") != "runtime")["name"].to_list())
-    names = [
-        f"{n} [{c}]" if k == "runtime" and n in op_names else n
-        for n, c, k in zip(ops["name"].to_list(), ops["cat"].to_list(), ops["cls"].to_list())
-    ]
-    nodes = [
-        _Node(name, dur, None, [], kernel_ns.get(eid, 0), cls == "annotation")
-        for eid, name, dur, cls in zip(ids, names, ops["dur_ns"].to_list(), ops["cls"].to_list())
-    ]
-    # Filtered events are gone: re-parent to the nearest surviving ancestor.
-    parent_of = dict(zip(frames.ops["event_id"].to_list(), frames.ops["parent_id"].to_list()))
-    for i, eid in enumerate(ids):
-        p = parent_of[eid]
-        while p is not None and p not in index:
-            p = parent_of.get(p)
-        if p is not None:
-            nodes[i].parent = index[p]
-            nodes[index[p]].children.append(i)
-    alive = _remove_dup_nodes(nodes)
-    device_total = _device_totals(nodes, alive)
+    ops = all_ops.filter(pl.Series(keep)).join(
+        kernels, left_on="event_id", right_on="src_id", how="left", maintain_order="left"
+    )
+    op_names = ops.filter(pl.col("cls") != "runtime")["name"].unique()
+    ops = ops.select(
+        pl.when((pl.col("cls") == "runtime") & pl.col("name").is_in(op_names.implode()))
+        .then(pl.format("{} [{}]", pl.col("name"), pl.col("cat").fill_null("None")))
+        .otherwise(pl.col("name"))
+        .alias("name"),
+        (pl.col("cls") == "annotation").fill_null(False).alias("ann"),
+        pl.col("dur_ns").cast(pl.Int64),
+        pl.col("dur_ns_right").fill_null(0).cast(pl.Int64).alias("kern"),
+        pl.col("depth").cast(pl.Int64),
+    )
+    n = ops.height
+    code = _codes(ops["name"])
+    dur = ops["dur_ns"].to_numpy()
+    kern = ops["kern"].to_numpy().copy()
+    has_parent = parent >= 0
+    par0 = np.maximum(parent, 0)
+    n_children = np.bincount(parent[has_parent], minlength=n)
+    removed = has_parent & (code == code[par0]) & (n_children[par0] == 1)
+    alive = ~removed
+    # each chain's last removed op hands its kernels to the chain's top (surviving) op
+    has_removed_child = np.bincount(parent[removed], minlength=n) > 0
+    bottoms = np.flatnonzero(removed & ~has_removed_child)
+    tops = _climb(parent, parent[bottoms], removed)
+    kern[tops] = kern[bottoms]
+    eff = _climb(parent, parent, removed)  # the surviving parent of a surviving op
 
-    rows: dict[tuple[str, str, bool], list[float]] = {}
-    for i in alive:
-        n = nodes[i]
-        child_cpu = sum(nodes[c].dur_ns for c in n.children)
-        child_dev = sum(device_total[c] for c in n.children)
-        row = rows.setdefault((_key(n.name), "CPU", n.annotation), [0, 0.0, 0.0, 0.0, 0.0])
-        row[0] += 1
-        row[1] += n.dur_ns - child_cpu
-        row[2] += n.dur_ns
-        row[3] += device_total[i] - child_dev
-        row[4] += device_total[i]
-    for name, dur, cat in zip(
-        device["name"].to_list(), device["dur_ns"].to_list(), device["cat"].to_list()
-    ):
-        row = rows.setdefault(
-            (_key(name), "device", cat == "gpu_user_annotation"), [0, 0.0, 0.0, 0.0, 0.0]
-        )
-        row[0] += 1
-        row[3] += dur
-        row[4] += dur
-    table = pl.DataFrame(
-        [
+    live = np.flatnonzero(alive)
+    child = live[eff[live] >= 0]
+    child_cpu = np.zeros(n, dtype=np.int64)
+    np.add.at(child_cpu, eff[child], dur[child])
+    total = np.where(alive, kern, 0)
+    depth = ops["depth"].to_numpy()
+    if len(child):
+        by_depth = child[np.argsort(-depth[child], kind="stable")]
+        d = depth[by_depth]
+        cuts = np.flatnonzero(np.diff(d)) + 1
+        for level in np.split(by_depth, cuts):
+            np.add.at(total, eff[level], total[level])
+
+    cpu = (
+        pl.DataFrame(
             {
-                "name": name,
-                "device_type": dtype,
-                "is_user_annotation": ann,
-                "calls": int(v[0]),
-                "self_cpu_us": v[1] / 1000,
-                "cpu_total_us": v[2] / 1000,
-                "self_device_us": v[3] / 1000,
-                "device_total_us": v[4] / 1000,
+                "name": ops["name"].filter(pl.Series(alive)),
+                "ann": ops["ann"].filter(pl.Series(alive)),
+                "self_cpu": dur[live] - child_cpu[live],
+                "cpu_total": dur[live],
+                "self_device": kern[live],
+                "device_total": total[live],
             }
-            for (name, dtype, ann), v in rows.items()
-        ],
+        )
+        .group_by(_key(pl.col("name")), "ann", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("calls"),
+            pl.col("self_cpu").sum(),
+            pl.col("cpu_total").sum(),
+            pl.col("self_device").sum(),
+            pl.col("device_total").sum(),
+        )
+        .with_columns(device_type=pl.lit("CPU"))
+    )
+    dev = (
+        device.select(
+            _key(pl.col("name")).alias("name"),
+            (pl.col("cat") == "gpu_user_annotation").fill_null(False).alias("ann"),
+            pl.col("dur_ns").cast(pl.Int64),
+        )
+        .group_by("name", "ann", maintain_order=True)
+        .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("dur_ns").sum())
+        .select(
+            "name",
+            "ann",
+            "calls",
+            pl.lit(0, pl.Int64).alias("self_cpu"),
+            pl.lit(0, pl.Int64).alias("cpu_total"),
+            pl.col("dur_ns").alias("self_device"),
+            pl.col("dur_ns").alias("device_total"),
+            device_type=pl.lit("device"),
+        )
+    )
+    both = pl.concat([cpu, dev.select(cpu.columns)])
+    table = pl.DataFrame(
+        {
+            "name": both["name"],
+            "device_type": both["device_type"],
+            "is_user_annotation": both["ann"],
+            "calls": both["calls"],
+            # true division of the exact integer sums, as Python's ``ns / 1000``
+            **{
+                f"{col}_us": both[col].cast(pl.Float64).to_numpy() / 1000.0
+                for col in ("self_cpu", "cpu_total", "self_device", "device_total")
+            },
+        },
         schema=KEY_AVERAGES,
     )
     return table.sort(["self_cpu_us", "device_total_us", "name"], descending=[True, True, False])
-
-
-def _remove_dup_nodes(nodes: list[_Node]) -> list[int]:
-    """``EventList._remove_dup_nodes``: same-name only children fold into their parent."""
-    alive = list(range(len(nodes)))
-    while True:
-        removed = set()
-        for i in alive:
-            n = nodes[i]
-            p = n.parent
-            if p is not None and nodes[p].name == n.name and len(nodes[p].children) == 1:
-                nodes[p].children = n.children
-                nodes[p].kernels_ns = n.kernels_ns
-                for c in n.children:
-                    nodes[c].parent = p
-                removed.add(i)
-        if not removed:
-            return alive
-        alive = [i for i in alive if i not in removed]
-
-
-def _device_totals(nodes: list[_Node], alive: list[int]) -> dict[int, int]:
-    """Device total per node (own kernels + children's), computed leaves first."""
-    depth: dict[int, int] = {}
-    for i in alive:
-        d, p = 0, nodes[i].parent
-        while p is not None:
-            d, p = d + 1, nodes[p].parent
-        depth[i] = d
-    total: dict[int, int] = {}
-    for i in sorted(alive, key=lambda k: -depth[k]):
-        total[i] = nodes[i].kernels_ns + sum(total.get(c, 0) for c in nodes[i].children)
-    return total

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import DEVICE_CATS, KNOWN_CATS, host_class
@@ -52,35 +53,75 @@ class TraceFrames:
     notes: list[str] = field(default_factory=list)
 
 
-def _thread_key(pid: str | None, tid: str | None) -> str:
-    return f"{pid}/{tid}"
-
-
 def _nest(
-    ids: list[int], threads: list[str], starts: list[int], ends: list[int]
-) -> tuple[list[int | None], list[int], int]:
-    """Parent index and depth of each event, and how many events partially overlap another."""
-    order = sorted(range(len(ids)), key=lambda i: (threads[i], starts[i], -ends[i]))
-    parent: list[int | None] = [None] * len(ids)
-    depth = [0] * len(ids)
-    stack: list[int] = []
-    current = None
-    overlaps = 0
-    for i in order:
-        if threads[i] != current:
-            stack, current = [], threads[i]
-        while stack:
-            top = stack[-1]
-            if starts[i] >= ends[top] or ends[i] > ends[top]:
-                if starts[i] < ends[top]:
-                    overlaps += 1
-                stack.pop()
-            else:
-                parent[i] = top
-                depth[i] = depth[top] + 1
-                break
-        stack.append(i)
+    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parent position (-1 at the top) and depth of events sorted by (thread, start, -end), and
+    how many events partially overlap a later one on their thread.
+
+    Equivalent to PyTorch's stack walk: the stack always holds the chain of enclosing events of
+    the last event, so an event's parent is the *last earlier* event of its thread that contains
+    it (``start < end_j`` and ``end <= end_j``, i.e. ``end_j >= end + (dur == 0)``), found here by
+    pointer jumping; an event is popped by the first later event it does not contain, which is
+    the first event after its subtree, and that pop is a partial overlap when the event starts
+    before its end.
+    """
+    n = len(starts)
+    pos = np.arange(n, dtype=np.int64)
+    first = np.ones(n, dtype=bool)
+    first[1:] = segment[1:] != segment[:-1]
+    need = ends + (ends == starts)  # the end a parent must reach
+    ptr = np.where(first, -1, pos - 1)
+    todo = np.flatnonzero(ptr >= 0)
+    while len(todo):
+        cand = ptr[todo]
+        todo = todo[ends[cand] < need[todo]]  # candidate does not contain it: jump past it
+        if not len(todo):
+            break
+        ptr[todo] = ptr[ptr[todo]]
+        todo = todo[ptr[todo] >= 0]
+    parent = ptr
+    depth = _depths(parent)
+    # subtree sizes, leaves first
+    size = np.ones(n, dtype=np.int64)
+    kids = np.flatnonzero(parent >= 0)
+    if len(kids):
+        by_depth = kids[np.argsort(-depth[kids], kind="stable")]
+        cuts = np.flatnonzero(np.diff(depth[by_depth])) + 1
+        for level in np.split(by_depth, cuts):
+            np.add.at(size, parent[level], size[level])
+    after = pos + size  # the first event after each subtree
+    last = np.empty(n, dtype=np.int64)  # the last position of each event's thread
+    seg_end = np.flatnonzero(np.append(segment[1:] != segment[:-1], True))
+    last[:] = np.repeat(seg_end, np.diff(np.concatenate(([-1], seg_end))))
+    popped = after <= last
+    nxt = np.minimum(after, n - 1)
+    overlaps = int(np.count_nonzero(popped & (starts[nxt] < ends)))
     return parent, depth, overlaps
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """Number of ancestors of each node (parents come before children), by pointer doubling."""
+    depth = (parent >= 0).astype(np.int64)
+    anc = parent.copy()
+    live = np.flatnonzero(anc >= 0)
+    while len(live):
+        up = anc[live]
+        depth[live] += depth[up]
+        anc[live] = anc[up]
+        live = live[anc[live] >= 0]
+    return depth
+
+
+def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
+    """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
+    out = start.copy()
+    while True:
+        valid = np.flatnonzero(out >= 0)
+        bad = valid[skip[out[valid]]]
+        if not len(bad):
+            return out
+        out[bad] = parent[out[bad]]
 
 
 def _steps(events: pl.DataFrame) -> pl.DataFrame:
@@ -132,86 +173,133 @@ def build_frames(trace: Trace) -> TraceFrames:
         notes.append(
             f"{trace.meta.path.name}: unknown categories treated as CPU work: {', '.join(unknown)}"
         )
+    mapping = {c: host_class(c) for c in complete["cat"].drop_nulls().unique().to_list()}
+    cls_of_cat = (
+        pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
+        if mapping
+        else pl.lit(None, pl.String)
+    )
     host = complete.with_columns(
-        cls=pl.col("cat").map_elements(host_class, return_dtype=pl.String)
+        cls=pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None))).otherwise(cls_of_cat)
     ).filter(pl.col("cls").is_not_null())
     device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS)))
 
-    ids = host["event_id"].to_list()
-    cls = host["cls"].to_list()
-    pids = host["pid"].to_list()
-    tids = host["tid"].to_list()
-    starts = host["ts_ns"].to_list()
-    durs = host["dur_ns"].to_list()
-    ends = [s + d for s, d in zip(starts, durs)]
-    ext = host["external_id"].to_list()
-    threads = [_thread_key(p, t) for p, t in zip(pids, tids)]
+    n = host.height
+    ids = host["event_id"].to_numpy().astype(np.int64)
+    starts = host["ts_ns"].to_numpy().astype(np.int64)
+    durs = host["dur_ns"].to_numpy().astype(np.int64)
+    ends = starts + durs
+    thread = host.select(
+        pl.concat_str(
+            [pl.col("pid").fill_null("None"), pl.lit("/"), pl.col("tid").fill_null("None")]
+        ).alias("thread")
+    ).to_series()
+    cls = host["cls"]
+    is_op = (cls == "op").to_numpy()
 
     # A runtime call whose External id names an op that encloses it is that op's launch: move it
     # onto the op's thread (PyTorch does this before nesting).
-    op_by_ext: dict[int, int] = {}
-    for i, c in enumerate(cls):
-        if c in ("op", "annotation") and ext[i] is not None:
-            op_by_ext.setdefault(ext[i], i)
-    rt_link: dict[int, tuple[int, str]] = {}
-    for i, c in enumerate(cls):
-        if c != "runtime" or ext[i] is None:
-            continue
-        j = op_by_ext.get(ext[i])
-        if j is not None and cls[j] == "op" and starts[j] <= starts[i] and ends[i] <= ends[j]:
-            rt_link[i] = (j, "external_id")
-    with_ext = sum(1 for i, c in enumerate(cls) if c == "runtime" and ext[i] is not None)
-    if 2 * len(rt_link) < with_ext:
+    h = host.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
+        "cls",
+        "cat",
+        "tid",
+        "external_id",
+        pl.col("ts_ns").alias("_s"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("_e"),
+    )
+    first_op = h.filter(
+        pl.col("cls").is_in(["op", "annotation"]) & pl.col("external_id").is_not_null()
+    ).unique("external_id", keep="first", maintain_order=True)
+    launches = h.filter((pl.col("cls") == "runtime") & pl.col("external_id").is_not_null())
+    by_ext = (
+        launches.join(
+            first_op.select(
+                "external_id",
+                pl.col("_i").alias("_j"),
+                pl.col("cls").alias("_jcls"),
+                pl.col("_s").alias("_js"),
+                pl.col("_e").alias("_je"),
+                pl.col("tid").alias("_jtid"),
+            ),
+            on="external_id",
+        )
+        .filter(
+            (pl.col("_jcls") == "op")
+            & (pl.col("_js") <= pl.col("_s"))
+            & (pl.col("_e") <= pl.col("_je"))
+        )
+        .sort("_i")
+    )
+    if 2 * by_ext.height < launches.height:
         # 2023 layout: a runtime event's External id is its correlation id, and the few that
         # happen to match an enclosing op are coincidences.
-        rt_link.clear()
-    for i, (j, _) in rt_link.items():
-        # PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
-        # stream track (another tid) stays there: it is not a call the op's thread made.
-        if tids[i] == tids[j] or not str(host["cat"][i]).endswith("_driver"):
-            threads[i] = threads[j]
-    parent, depth, overlaps = _nest(ids, threads, starts, ends)
+        by_ext = by_ext.clear()
+    # PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
+    # stream track (another tid) stays there: it is not a call the op's thread made.
+    moved = by_ext.filter(
+        pl.col("tid").eq_missing(pl.col("_jtid"))
+        | ~pl.col("cat").fill_null("").str.ends_with("_driver")
+    )
+    thread_of = np.arange(n, dtype=np.int64)
+    thread_of[moved["_i"].to_numpy()] = moved["_j"].to_numpy()
+    thread = thread.gather(thread_of)
+    tcode = thread.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+
+    order = np.lexsort((np.arange(n), -ends, starts, tcode))
+    p_sorted, d_sorted, overlaps = _nest(tcode[order], starts[order], ends[order])
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
+    depth = np.zeros(n, dtype=np.int64)
+    depth[order] = d_sorted
     if overlaps:
         notes.append(
             f"{trace.meta.path.name}: {overlaps} events partially overlap an event on the same "
             "thread; they are not nested (as in PyTorch), so self times around them may be off"
         )
-    child_sum = [0] * len(ids)
-    for i, p in enumerate(parent):
-        if p is not None:
-            child_sum[p] += durs[i]
-    for i, c in enumerate(cls):
-        if c == "runtime" and i not in rt_link:
-            p = parent[i]
-            while p is not None and cls[p] != "op":
-                p = parent[p]
-            if p is not None:
-                rt_link[i] = (p, "enclosing")
-
-    ops = pl.DataFrame(
+    has_parent = parent >= 0
+    child_sum = np.zeros(n, dtype=np.int64)
+    np.add.at(child_sum, parent[has_parent], durs[has_parent])
+    linked = np.zeros(n, dtype=bool)
+    linked[by_ext["_i"].to_numpy()] = True
+    loose = np.flatnonzero((cls == "runtime").to_numpy() & ~linked)
+    encl = _climb(parent, parent[loose], ~is_op)
+    loose, encl = loose[encl >= 0], encl[encl >= 0]
+    j_ext = by_ext["_j"].to_numpy()
+    i_ext = by_ext["_i"].to_numpy()
+    op_rt = pl.DataFrame(
         {
-            "event_id": ids,
-            "cls": cls,
-            "cat": host["cat"],
-            "name": host["name"],
-            "pid": pids,
-            "tid": tids,
-            "thread": threads,
-            "start_ns": starts,
-            "end_ns": ends,
-            "dur_ns": durs,
-            "external_id": ext,
-            "correlation": host["correlation"],
-            "parent_id": [None if p is None else ids[p] for p in parent],
-            "depth": depth,
-            "self_ns": [d - s for d, s in zip(durs, child_sum)],
+            "src_id": np.concatenate([ids[j_ext], ids[encl]]),
+            "dst_id": np.concatenate([ids[i_ext], ids[loose]]),
+            "kind": "op->runtime",
+            "method": ["external_id"] * len(i_ext) + ["enclosing"] * len(loose),
         },
-        schema_overrides={k: v for k, v in OPS.items() if k != "step"},
+        schema=LINKS,
+    )
+
+    ops = host.select(
+        "event_id",
+        "cls",
+        "cat",
+        "name",
+        "pid",
+        "tid",
+        thread,
+        pl.col("ts_ns").alias("start_ns"),
+        (pl.col("ts_ns") + pl.col("dur_ns")).alias("end_ns"),
+        "dur_ns",
+        "external_id",
+        "correlation",
+        pl.when(pl.Series(has_parent))
+        .then(pl.Series(ids[np.maximum(parent, 0)] if n else ids))
+        .alias("parent_id"),
+        pl.Series("depth", depth, dtype=pl.Int32),
+        pl.Series("self_ns", durs - child_sum),
     )
     steps = _steps(events)
     ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
 
-    links = _links(events, ops, device, rt_link, ids)
+    links = _links(events, ops, device, op_rt)
     flows = events.filter((pl.col("cat") == "ac2g") & (pl.col("ph") == "s"))
     duplicated = flows.height - flows["flow_id"].n_unique() if flows.height else 0
     if duplicated:
@@ -257,18 +345,8 @@ def _links(
     events: pl.DataFrame,
     ops: pl.DataFrame,
     device: pl.DataFrame,
-    rt_link: dict[int, tuple[int, str]],
-    ids: list[int],
+    op_rt: pl.DataFrame,
 ) -> pl.DataFrame:
-    op_rt = pl.DataFrame(
-        {
-            "src_id": [ids[j] for j, _ in rt_link.values()],
-            "dst_id": [ids[i] for i in rt_link],
-            "kind": "op->runtime",
-            "method": [m for _, m in rt_link.values()],
-        },
-        schema=LINKS,
-    )
     runtime = ops.filter(pl.col("cls") == "runtime")
     dev = device.select("event_id", "correlation", "pid", "tid", "ts_ns", "external_id")
     by_corr = (
@@ -332,6 +410,10 @@ def _links(
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])
 
 
-def load_frames(path: Path) -> TraceFrames:
-    """Read a trace file (streaming, bounded memory) and derive its frames."""
-    return build_frames(read_trace_stream(path))
+def load_frames(path: Path, *, keep_args: bool = True) -> TraceFrames:
+    """Read a trace file (streaming, bounded memory) and derive its frames.
+
+    ``keep_args=False`` leaves ``events["args"]`` all null (the rest is identical); only the
+    Neuron link reads the raw args, so callers without a Neuron profile save that memory.
+    """
+    return build_frames(read_trace_stream(path, keep_args=keep_args))

@@ -81,10 +81,11 @@ def load_source(source: Source) -> LoadedSource:
     """Parse ``source``; add Neuron device time when its folder holds Neuron sessions."""
     if source.trace is None:
         raise ValueError("a source without trace.json has no framework ops")
-    frames = load_frames(source.trace)
-    notes: list[str] = []
     root = neuron_root(source)
-    if root is None or not find_sessions(root):
+    has_neuron = root is not None and bool(find_sessions(root))
+    frames = load_frames(source.trace, keep_args=has_neuron)  # only the Neuron link reads args
+    notes: list[str] = []
+    if root is None or not has_neuron:
         return LoadedSource(source, frames)
     device: dict[int, int] = {}
     neuron: list[tuple[NeuronData, NeuronFigures]] = []

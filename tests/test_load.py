@@ -69,7 +69,7 @@ def test_truncated_trace_keeps_complete_events(tmp_path: Path) -> None:
         (b"", "is empty"),
         (b"\x00\x01\x02binary", "binary"),
         (b'{"hello": 1}', "not a trace"),
-        (b"[" * 100000, "not valid JSON"),
+        (b"[" * 100000, "nested too deeply"),
         (b'{"traceEvents": [\xff\xfe]}', "not UTF-8"),
         (gzip.compress(b'{"traceEvents": []}' * 100)[:20], "gzip"),
     ],

@@ -134,3 +134,36 @@ def test_neuron_report_reads_as_a_write_up(neuron_report: Path) -> None:
         "Provenance",
     ):
         assert needle in flat, needle
+
+
+def test_neuron_report_figures_equal_what_the_fixtures_were_built_with(neuron_report: Path) -> None:
+    expected = json.loads((NEURON / "expected.json").read_text())["trees"]
+    summary = json.loads((neuron_report / "summary.json").read_text())
+    for impl, tree in zip(summary["implementations"], ("eager_naive", "fused", "compiled")):
+        want = expected[tree]
+        assert impl["label"] == tree
+        # per-op device time, as the key_averages table of the report shows it
+        self_device = {r["name"]: r["self_device_us"] for r in impl["key_averages"]}
+        for op, ns in want["device_ns_by_op"].items():
+            assert self_device[op] == pytest.approx(ns / 1000, abs=1e-6), (tree, op)
+        calls_by_op = {r["name"]: r["calls"] for r in impl["top_ops"]}
+        assert sum(calls_by_op.values()) == impl["headline"]["framework_ops_per_step"] * len(
+            want["steps"]
+        )
+        neuron_steps = impl["neuron"][0]["steps"]
+        assert len(neuron_steps) == len(want["steps"])
+        for got, built in zip(neuron_steps, want["steps"]):
+            for key in (
+                "submissions",
+                "executions",
+                "model_switches",
+                "copyin_count",
+                "copyout_count",
+                "loads",
+            ):
+                assert got[key] == built[key], (tree, key)
+            for key in ("host_blocked", "device_busy", "device_idle", "copyin"):
+                assert got[f"{key}_us"] == pytest.approx(built[f"{key}_ns"] / 1000), (tree, key)
+        # device time per step = busy time the fixture built
+        for step_row, built in zip(impl["steps"], want["steps"]):
+            assert step_row["device_us"] == pytest.approx(built["device_busy_ns"] / 1000)
