@@ -54,6 +54,18 @@ def find(summary: dict[str, Any]) -> list[dict[str, str]]:
                     f"median step delta {comp['step_delta_us']} us; interquartile ranges overlap",
                 )
             )
+        if comp.get("unprofiled_exceeds_noise"):
+            faster = comp["unprofiled_delta_us"] < 0
+            out.append(
+                _finding(
+                    "medium",
+                    "unprofiled-difference",
+                    f"{comp['label']} calls are {'faster' if faster else 'slower'} than "
+                    f"{comp['baseline']} without the profiler ({comp['unprofiled_ratio']}x)",
+                    f"un-profiled median delta {comp['unprofiled_delta_us']} us exceeds the "
+                    "sum of the two half-IQRs",
+                )
+            )
     for impl in summary["implementations"]:
         h = impl["headline"]
         label = impl["label"]
