@@ -466,7 +466,10 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
         ],
         gaps["largest"],
     )
-    tables = [top_ops, chains, steps, keyavg, links]
+    has_chain = any(c["device_us_per_call"] or c["runtime"] != "–" for c in impl["chains"])
+    tables = (
+        [top_ops, chains, steps, keyavg, links] if has_chain else [top_ops, steps, keyavg, links]
+    )
     if gaps["count"]:
         tables += [gap_causes, largest]
     for n, neuron in enumerate(impl.get("neuron") or []):
