@@ -53,6 +53,20 @@ class TraceFrames:
     notes: list[str] = field(default_factory=list)
 
 
+# the events columns that ops, device activities and links are made of
+_WORK_COLUMNS = [
+    "event_id",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts_ns",
+    "dur_ns",
+    "external_id",
+    "correlation",
+]
+
+
 def _nest(
     segment: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -125,11 +139,17 @@ def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarra
 
 
 def _steps(events: pl.DataFrame) -> pl.DataFrame:
-    ann = events.filter(
-        (pl.col("ph") == "X")
-        & (pl.col("cat") == "user_annotation")
-        & pl.col("name").str.starts_with("ProfilerStep#")
-    ).with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
+    ann = (
+        events.lazy()
+        .filter(
+            (pl.col("ph") == "X")
+            & (pl.col("cat") == "user_annotation")
+            & pl.col("name").str.starts_with("ProfilerStep#")
+        )
+        .select("name", "ts_ns", "dur_ns")
+        .collect()
+        .with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
+    )
     ann = ann.filter(pl.col("step").is_not_null()).sort("ts_ns")
     return conform(
         ann.with_columns(
@@ -165,24 +185,35 @@ def build_frames(trace: Trace) -> TraceFrames:
     """Derive ops, device activities, steps and links from a loaded trace."""
     events = trace.events
     notes = list(trace.notes)
-    complete = events.filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null())
-    unknown = sorted(
-        c for c in complete["cat"].drop_nulls().unique().to_list() if c not in KNOWN_CATS
+    # only the columns the derived frames use, so no full copy of the events is made
+    complete = (
+        events.lazy()
+        .filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null())
+        .select(_WORK_COLUMNS)
     )
+    cats = complete.select(pl.col("cat").drop_nulls().unique()).collect().to_series().to_list()
+    unknown = sorted(c for c in cats if c not in KNOWN_CATS)
     if unknown:
         notes.append(
             f"{trace.meta.path.name}: unknown categories treated as CPU work: {', '.join(unknown)}"
         )
-    mapping = {c: host_class(c) for c in complete["cat"].drop_nulls().unique().to_list()}
+    mapping = {c: host_class(c) for c in cats}
     cls_of_cat = (
         pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
         if mapping
         else pl.lit(None, pl.String)
     )
-    host = complete.with_columns(
-        cls=pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None))).otherwise(cls_of_cat)
-    ).filter(pl.col("cls").is_not_null())
-    device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS)))
+    # two scans of the events rather than one shared (materialised) copy of the complete events
+    host = (
+        complete.with_columns(
+            cls=pl.when(pl.col("cat").is_null())
+            .then(pl.lit(host_class(None)))
+            .otherwise(cls_of_cat)
+        )
+        .filter(pl.col("cls").is_not_null())
+        .collect()
+    )
+    device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS))).collect()
 
     n = host.height
     ids = host["event_id"].to_numpy().astype(np.int64)
@@ -199,19 +230,26 @@ def build_frames(trace: Trace) -> TraceFrames:
 
     # A runtime call whose External id names an op that encloses it is that op's launch: move it
     # onto the op's thread (PyTorch does this before nesting).
-    h = host.select(
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
-        "cls",
-        "cat",
-        "tid",
-        "external_id",
-        pl.col("ts_ns").alias("_s"),
-        (pl.col("ts_ns") + pl.col("dur_ns")).alias("_e"),
+    h = (
+        host.with_row_index("_i")  # numbered before any filter
+        .lazy()
+        .select(
+            pl.col("_i").cast(pl.Int64),
+            "cls",
+            "cat",
+            "tid",
+            "external_id",
+            pl.col("ts_ns").alias("_s"),
+            (pl.col("ts_ns") + pl.col("dur_ns")).alias("_e"),
+        )
+        .filter(pl.col("external_id").is_not_null())
     )
-    first_op = h.filter(
-        pl.col("cls").is_in(["op", "annotation"]) & pl.col("external_id").is_not_null()
-    ).unique("external_id", keep="first", maintain_order=True)
-    launches = h.filter((pl.col("cls") == "runtime") & pl.col("external_id").is_not_null())
+    first_op = (
+        h.filter(pl.col("cls").is_in(["op", "annotation"]))
+        .collect()
+        .unique("external_id", keep="first", maintain_order=True)
+    )
+    launches = h.filter(pl.col("cls") == "runtime").collect()
     by_ext = (
         launches.join(
             first_op.select(
@@ -246,7 +284,7 @@ def build_frames(trace: Trace) -> TraceFrames:
     thread = thread.gather(thread_of)
     tcode = thread.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
 
-    order = np.lexsort((np.arange(n), -ends, starts, tcode))
+    order = np.lexsort((-ends, starts, tcode))  # stable: ties keep file order
     p_sorted, d_sorted, overlaps = _nest(tcode[order], starts[order], ends[order])
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
@@ -300,8 +338,14 @@ def build_frames(trace: Trace) -> TraceFrames:
     ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
 
     links = _links(events, ops, device, op_rt)
-    flows = events.filter((pl.col("cat") == "ac2g") & (pl.col("ph") == "s"))
+    flows = (
+        events.lazy()
+        .filter((pl.col("cat") == "ac2g") & (pl.col("ph") == "s"))
+        .select("flow_id")
+        .collect()
+    )
     duplicated = flows.height - flows["flow_id"].n_unique() if flows.height else 0
+    del flows
     if duplicated:
         notes.append(
             f"{trace.meta.path.name}: {duplicated} ac2g flow ids occur more than once; "
@@ -347,7 +391,12 @@ def _links(
     device: pl.DataFrame,
     op_rt: pl.DataFrame,
 ) -> pl.DataFrame:
-    runtime = ops.filter(pl.col("cls") == "runtime")
+    runtime = (
+        ops.lazy()
+        .filter(pl.col("cls") == "runtime")
+        .select("event_id", "correlation", "pid", "tid", "start_ns")
+        .collect()
+    )
     dev = device.select("event_id", "correlation", "pid", "tid", "ts_ns", "external_id")
     by_corr = (
         runtime.filter(pl.col("correlation").is_not_null())
@@ -361,9 +410,13 @@ def _links(
         )
         .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("correlation"))
     )
-    flows = events.filter(pl.col("cat") == "ac2g")
-    starts = flows.filter(pl.col("ph") == "s").select("flow_id", "pid", "tid", "ts_ns")
-    ends = flows.filter(pl.col("ph") == "f").select("flow_id", "pid", "tid", "ts_ns")
+    flows = events.lazy().filter(pl.col("cat") == "ac2g")
+    starts, ends = pl.collect_all(
+        [
+            flows.filter(pl.col("ph") == ph).select("flow_id", "pid", "tid", "ts_ns")
+            for ph in ("s", "f")
+        ]
+    )
     rt_pos = runtime.select(
         pl.col("event_id").alias("src_id"), "pid", "tid", pl.col("start_ns").alias("ts_ns")
     )
@@ -392,8 +445,10 @@ def _links(
     direct = pl.DataFrame(schema=LINKS)
     if ext_is_op_id:
         op_ids = (
-            ops.filter(pl.col("cls") == "op")
+            ops.lazy()
+            .filter(pl.col("cls") == "op")
             .select(pl.col("event_id").alias("src_id"), "external_id")
+            .collect()
             .unique("external_id", keep="first")
         )
         direct = (

@@ -108,10 +108,20 @@ def _decode_document(path: Path, data: bytes) -> tuple[Any, list[str]]:
         return {"traceEvents": events}, [note]
 
 
+def orjson_int(text: str) -> int | float:
+    """Parse an integer as orjson does: beyond the 64-bit range it becomes a float.
+
+    The stdlib parsers used for recovery take this hook, so that every loader reads the same
+    numbers whichever parser a file's damage sends it through.
+    """
+    value = int(text)
+    return value if -(2**63) <= value < 2**64 else float(text)
+
+
 def _decode_lenient(data: bytes) -> Any:
     """The stdlib parser accepts NaN, Infinity and huge numbers, which orjson refuses."""
     try:
-        return json.loads(data)
+        return json.loads(data, parse_int=orjson_int)
     except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
         return None
 
@@ -123,7 +133,7 @@ def _recover_truncated(data: bytes) -> tuple[list[Any], int] | None:
     start = text.find("[", key) if key >= 0 else (0 if text.lstrip().startswith("[") else -1)
     if start < 0:
         return None
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(parse_int=orjson_int)
     pos, events = start + 1, []
     while True:
         while pos < len(text) and text[pos] in " \t\r\n,":

@@ -65,6 +65,7 @@ from nprof_report.parse.load import (
     assemble,
     clean_text,
     label_text,
+    orjson_int,
     read_trace,
 )
 from nprof_report.parse.schema import EVENTS
@@ -77,7 +78,7 @@ _I64 = Annotated[int, msgspec.Meta(ge=-(2**63 - 1), le=2**63 - 1)]
 _US_LIMIT = 9.2e15
 
 
-class _Ev(msgspec.Struct, gc=False):
+class _EvBase(msgspec.Struct, gc=False):
     """One event, typed as real traces write it; anything else fails and takes the slow path."""
 
     ph: str | None = None
@@ -89,6 +90,9 @@ class _Ev(msgspec.Struct, gc=False):
     dur: float | str | None = _NAN
     id: _I64 | str | None = None
     bp: str | None = None
+
+
+class _Ev(_EvBase, gc=False):
     args: msgspec.Raw = _NULL_RAW
 
 
@@ -105,7 +109,22 @@ class _IdsLower(msgspec.Struct, gc=False):
     correlation: Any = None
 
 
+class _EvIds(_EvBase, gc=False):
+    """An event whose args are read for the ids only (``keep_args=False``)."""
+
+    args: _Ids | None = msgspec.field(default_factory=_Ids)
+
+
+class _EvIdsLower(_EvBase, gc=False):
+    args: _IdsLower | None = None
+
+
+_NO_IDS = _Ids()
+_GET_EXT = attrgetter("ext")
+_GET_CORR = attrgetter("correlation")
 _EV_DEC = msgspec.json.Decoder(list[_Ev])
+_EV_IDS_DEC = msgspec.json.Decoder(list[_EvIds])
+_EV_IDS_LOWER_DEC = msgspec.json.Decoder(list[_EvIdsLower])
 _IDS_DEC = msgspec.json.Decoder(list[_Ids | None])
 _IDS_LOWER_DEC = msgspec.json.Decoder(list[_IdsLower | None])
 _EV_FIELDS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "id", "bp", "args")
@@ -200,38 +219,53 @@ class _Columns:
 
         Raises ``msgspec.DecodeError`` (and changes nothing) when ``text`` is not valid JSON.
         """
+        raws: list[msgspec.Raw] = []
+        evs: list[Any]
         if self.keep_args:
             text = msgspec.json.format(text, indent=-1)
-        try:
-            evs = _EV_DEC.decode(text)
-        except msgspec.ValidationError:
-            self._add_slow(_loads(text))
-            return
-        if not self.keep_args:
-            _check_utf8(text)  # args are not decoded here; read_trace rejects bad UTF-8 anywhere
+            try:
+                evs = _EV_DEC.decode(text)
+            except msgspec.ValidationError:
+                self._add_slow(_loads(text))
+                return
+            raws = list(map(_GET["args"], evs))
+            ids = _decode_ids(raws)
+        else:
+            # the ids are decoded with the events; the rest of args is skipped unread
+            lower = b'"external id"' in text
+            try:
+                evs = (_EV_IDS_LOWER_DEC if lower else _EV_IDS_DEC).decode(text)
+            except msgspec.ValidationError:
+                _check_utf8(text)  # the order of checks of the separate args decode
+                self._add_slow(_loads(text))
+                return
+            _check_utf8(text)  # read_trace rejects bad UTF-8 anywhere, args included
+            ids = _id_columns(list(map(_GET["args"], evs)), lower)
         n = len(evs)
         if not n:
             return
-        raws: list[msgspec.Raw] = list(map(_GET["args"], evs))
-        ids = _decode_ids(raws)
         if ids is None:  # an args value that is not an object, or odd id types
             self._add_slow(_loads(text))
             return
         ext, corr = ids
         get = _GET
+        # a control character in a decoded string comes from an escape, or is a raw DEL
+        clean = _clean_col if b"\\" in text or b"\x7f" in text else _same
         ph = pl.Series("ph", list(map(get["ph"], evs)), dtype=pl.String)
         df = pl.DataFrame(
             [
                 pl.int_range(self.index, self.index + n, eager=True).alias("event_id"),
                 ph,
-                _clean_col(pl.Series("cat", list(map(get["cat"], evs)), dtype=pl.String)),
-                _clean_col(pl.Series("name", list(map(get["name"], evs)), dtype=pl.String)),
+                clean(pl.Series("cat", list(map(get["cat"], evs)), dtype=pl.String)),
+                clean(pl.Series("name", list(map(get["name"], evs)), dtype=pl.String)),
                 _labels("pid", list(map(get["pid"], evs))),
                 _labels("tid", list(map(get["tid"], evs))),
                 _floats("ts", list(map(get["ts"], evs))),
                 _floats("dur", list(map(get["dur"], evs))),
-                _labels("flow_id", list(map(get["id"], evs))),
-                pl.Series("bp", list(map(get["bp"], evs)), dtype=pl.String),
+                _labels("flow_id", list(map(get["id"], evs)), distinct=True),
+                pl.Series("bp", list(map(get["bp"], evs)), dtype=pl.String)
+                if b'"bp"' in text or b"\\u" in text  # a key may be written with escapes
+                else pl.repeat(None, n, dtype=pl.String, eager=True).alias("bp"),
                 ext,
                 corr,
                 _args_text(raws)
@@ -366,11 +400,24 @@ class _LabelCache(dict[Any, Any]):
 _LABELS = _LabelCache()
 
 
-def _labels(name: str, values: list[Any]) -> pl.Series:
-    """pid/tid/id values (int in int64 range, str, None) as ``label_text`` text."""
+def _labels(name: str, values: list[Any], distinct: bool = False) -> pl.Series:
+    """pid/tid/id values (int in int64 range, str, None) as ``label_text`` text.
+
+    ``distinct``: mostly distinct values (flow ids), where a cache does not pay; they are
+    usually all ints (or None), which Polars writes as ``str()`` does.
+    """
+    if distinct:
+        try:
+            return pl.Series(name, values, dtype=pl.Int64).cast(pl.String)
+        except TypeError:  # a str among them
+            pass
     if len(_LABELS) > 100_000:
         _LABELS.clear()
     return pl.Series(name, list(map(_LABELS.__getitem__, values)), dtype=pl.String)
+
+
+def _same(s: pl.Series) -> pl.Series:
+    return s
 
 
 def _clean_col(s: pl.Series) -> pl.Series:
@@ -388,28 +435,35 @@ def _clean_col(s: pl.Series) -> pl.Series:
 def _decode_ids(raws: list[msgspec.Raw]) -> tuple[pl.Series, pl.Series] | None:
     """External id and correlation of each event's raw args (None: take the slow path)."""
     joined = b"[" + b",".join(raws) + b"]"
+    lower = b'"external id"' in joined
     try:
-        if b'"external id"' in joined:
-            low = _IDS_LOWER_DEC.decode(joined)
-            ext_v = [
-                None
-                if r is None
-                else as_int(
-                    r.ext
-                    if r.ext is not msgspec.UNSET
-                    else (None if r.ext_lower is msgspec.UNSET else r.ext_lower)
-                )
-                for r in low
-            ]
-            corr_v = [None if r is None else as_int(r.correlation) for r in low]
-        else:
-            ids = _IDS_DEC.decode(joined)
-            ext_v = [None if r is None else r.ext for r in ids]
-            corr_v = [None if r is None else r.correlation for r in ids]
+        ids = (_IDS_LOWER_DEC if lower else _IDS_DEC).decode(joined)
     except msgspec.ValidationError:
         return None
     except msgspec.DecodeError as exc:
         raise _Fallback from exc
+    return _id_columns(ids, lower)
+
+
+def _id_columns(ids: list[Any], lower: bool) -> tuple[pl.Series, pl.Series]:
+    """External id and correlation columns from decoded ``_Ids`` / ``_IdsLower`` (or None)."""
+    if lower:
+        ext_v = [
+            None
+            if r is None
+            else as_int(
+                r.ext
+                if r.ext is not msgspec.UNSET
+                else (None if r.ext_lower is msgspec.UNSET else r.ext_lower)
+            )
+            for r in ids
+        ]
+        corr_v = [None if r is None else as_int(r.correlation) for r in ids]
+    else:
+        if None in ids:
+            ids = [_NO_IDS if r is None else r for r in ids]
+        ext_v = list(map(_GET_EXT, ids))
+        corr_v = list(map(_GET_CORR, ids))
     return (
         pl.Series("external_id", ext_v, dtype=pl.Int64),
         pl.Series("correlation", corr_v, dtype=pl.Int64),
@@ -628,7 +682,7 @@ class _Reader:
         text = feed(self.buf, self.src.eof)
         base = self.offset
         self.buf = b""
-        decoder = json.JSONDecoder()
+        decoder = json.JSONDecoder(parse_int=orjson_int)
         pos = 0
         batch: list[Any] = []
         while True:

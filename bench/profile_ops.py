@@ -1,0 +1,72 @@
+"""Time and peak RSS of each stage of ``nprof-report ops`` in one process.
+
+Polars/Arrow buffers are invisible to ``tracemalloc``, so this reads ``VmHWM`` (peak RSS) from
+``/proc/self/status`` after each stage and then resets it (``5`` into ``/proc/self/clear_refs``),
+so each line is the peak *during* that stage (Linux only):
+
+    nice -n 10 python bench/profile_ops.py /tmp/nprof-big.json
+
+Stages: the streamed load without args (what ``ops`` does without a Neuron profile),
+``build_frames``, ``key_averages``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+
+def _status() -> dict[str, int]:
+    out: dict[str, int] = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "VmRSS"):
+                out[key] = int(value.split()[0]) // 1024
+    return out
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t0 = self.last = time.perf_counter()
+
+    def mark(self, label: str) -> None:
+        now = time.perf_counter()
+        m = _status()
+        print(
+            f"{label:16s} {now - self.last:7.2f} s  (at {now - self.t0:6.2f} s)  "
+            f"peak {m['VmHWM']:6d} MiB  now {m['VmRSS']:6d} MiB",
+            flush=True,
+        )
+        try:
+            with open("/proc/self/clear_refs", "w") as fh:
+                fh.write("5")
+        except OSError:
+            pass  # peaks then accumulate from the start
+        self.last = time.perf_counter()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("trace", type=Path)
+    ns = ap.parse_args(argv)
+    clock = _Clock()
+    from nprof_report.parse.keyavg import key_averages
+    from nprof_report.parse.kineto import build_frames
+    from nprof_report.parse.stream import read_trace_stream
+
+    clock.mark("import")
+    trace = read_trace_stream(ns.trace, keep_args=False)
+    clock.mark("stream")
+    frames = build_frames(trace)
+    del trace
+    clock.mark("build_frames")
+    table = key_averages(frames)
+    clock.mark("key_averages")
+    print(f"{frames.events.height} events, {frames.ops.height} ops, {table.height} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
