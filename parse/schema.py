@@ -129,8 +129,3 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
             for n, t in schema.items()
         ]
     )
-
-
-def empty(schema: pl.Schema) -> pl.DataFrame:
-    """An empty frame with the schema."""
-    return pl.DataFrame(schema=schema)
