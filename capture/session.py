@@ -178,7 +178,6 @@ def _capture_one(
     progress: Progress,
     task: Any,
 ) -> Implementation:
-    import torch
     from torch.profiler import profile, schedule
 
     bundle = run_dir / name
@@ -222,7 +221,6 @@ def _capture_one(
     if not traces:
         raise CaptureError(f"{bundle}: the profiler wrote no trace.json")
     progress.update(task, advance=1, description=f"{name}: done")
-    del torch
     return Implementation(
         name=name,
         description=DESCRIPTIONS[name],

@@ -7,16 +7,12 @@ code 2; ``--debug`` shows the traceback instead.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from nprof_report import __version__
 from nprof_report.errors import NprofError
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _shape(value: str) -> tuple[int, ...]:

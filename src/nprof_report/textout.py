@@ -17,7 +17,7 @@ def format_time_us(us: float) -> str:
 def format_table(table: pl.DataFrame, *, title: str | None = None, limit: int | None = None) -> str:
     """A fixed-width table in the layout of ``key_averages().table()``."""
     total_self = float(table["self_cpu_us"].sum()) or 1.0
-    total_cpu = total_self
+    # PyTorch takes both CPU percentages relative to the summed self CPU time.
     has_device = float(table["device_total_us"].sum()) > 0
     # PyTorch's footer sums self device time over the device-typed rows only.
     # Device time attached to ops from outside the trace (Neuron) has no device rows.
@@ -36,7 +36,7 @@ def format_table(table: pl.DataFrame, *, title: str | None = None, limit: int | 
             r["name"] if r["device_type"] == "CPU" else f"{r['name']} [device]",
             f"{100 * r['self_cpu_us'] / total_self:.2f}%",
             format_time_us(r["self_cpu_us"]),
-            f"{100 * r['cpu_total_us'] / total_cpu:.2f}%",
+            f"{100 * r['cpu_total_us'] / total_self:.2f}%",
             format_time_us(r["cpu_total_us"]),
             format_time_us(r["cpu_total_us"] / calls),
         ]
