@@ -6,8 +6,10 @@ so each line is the peak *during* that stage (Linux only):
 
     nice -n 10 python bench/profile_ops.py /tmp/nprof-big.json
 
-Stages: the streamed load without args (what ``ops`` does without a Neuron profile),
-``build_frames``, ``key_averages``.
+Stages: the work-only read (``read_trace_split``: several processes for a large plain file;
+``NPROF_DECODE_WORKERS=1`` for one), deriving the frames, ``key_averages`` -- what ``ops`` does for
+a trace without a Neuron profile. Worker processes' memory is not in these figures (see
+``run_bench.py``, which sums the process tree).
 """
 
 from __future__ import annotations
@@ -53,18 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     clock = _Clock()
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.kineto import build_frames
-    from nprof_report.parse.stream import read_trace_stream
+    from nprof_report.parse.kineto import _derive, _parts
+    from nprof_report.parse.split import read_trace_split
 
     clock.mark("import")
-    trace = read_trace_stream(ns.trace, keep_args=False)
-    clock.mark("stream")
-    frames = build_frames(trace)
+    trace = read_trace_split(ns.trace)
+    clock.mark("read (split)")
+    rows = trace.events.height
+    parts = _parts(trace.events, trace.meta.path.name)
+    meta, notes = trace.meta, trace.notes
     del trace
-    clock.mark("build_frames")
+    clock.mark("parts")
+    frames = _derive(meta, notes, parts, None)
+    del parts
+    clock.mark("derive frames")
     table = key_averages(frames)
     clock.mark("key_averages")
-    print(f"{frames.events.height} events, {frames.ops.height} ops, {table.height} rows")
+    print(f"{rows} work events, {frames.ops.height} ops, {table.height} rows")
     return 0
 
 

@@ -4,12 +4,17 @@ Stages (each a fresh Python process, measured whole: start-up, load, exit):
 
 - ``orjson``: ``orjson.loads(f.read())`` -- the baseline every ratio refers to;
 - ``read_trace``: the reference loader (``nprof_report.parse.load``);
-- ``read_trace_stream``: the chunked loader (``nprof_report.parse.stream``);
-- ``stream_no_args``: the same with ``keep_args=False``;
-- ``ops``: ``nprof-report ops <file> --format json`` (skipped when the command fails or is missing).
+- ``read_trace_stream``: the chunked loader (``nprof_report.parse.stream``), every event and args;
+- ``stream_work``: the same with ``work_only=True`` (the rows ops/links are made of, no args);
+- ``split_work``: ``read_trace_split``: the work rows decoded by one process per CPU;
+- ``ops``: ``nprof-report ops <file> --format json --no-cache`` (skipped when the command fails
+  or is missing).
 
-Each stage runs under a small wrapper process that waits for it and reads the child's peak RSS
-(``resource.getrusage(RUSAGE_CHILDREN).ru_maxrss``), so every figure is one process's own.
+Each stage runs under a small wrapper process that starts it and samples, every 10 ms, the
+resident memory of the stage's whole process tree (``VmRSS`` of the process and of every
+descendant, summed): a stage that decodes with worker processes is charged for all of them at
+once. The peak of that sum is "peak RSS"; the largest single process (``ru_maxrss``) is
+reported beside it.
 Repeats are interleaved (stage A, B, C, A, B, C, ...) and the median is reported, with ratios to
 the ``orjson`` median of the same run and peak RSS relative to the file size.
 
@@ -56,23 +61,54 @@ _LOADERS = {
         "from nprof_report.parse.stream import read_trace_stream\n"
         "print(read_trace_stream(sys.argv[1]).events.height)\n"
     ),
-    "stream_no_args": (
+    "stream_work": (
         "import sys\n"
         "from nprof_report.parse.stream import read_trace_stream\n"
-        "print(read_trace_stream(sys.argv[1], keep_args=False).events.height)\n"
+        "print(read_trace_stream(sys.argv[1], work_only=True).events.height)\n"
+    ),
+    "split_work": (
+        "import sys\n"
+        "from nprof_report.parse.split import read_trace_split\n"
+        "print(read_trace_split(sys.argv[1]).events.height)\n"
     ),
 }
 STAGES = [*_LOADERS, "ops"]
 
-# runs argv[1:], then prints "<wall seconds> <child peak RSS in KiB> <exit code>" on stderr
-_WRAPPER = (
-    "import resource, subprocess, sys, time\n"
-    "t = time.perf_counter()\n"
-    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode\n"
-    "wall = time.perf_counter() - t\n"
-    "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "sys.stderr.write(f'\\nBENCH {wall:.4f} {rss} {rc}\\n')\n"
-)
+# runs argv[1:] sampling the tree's summed VmRSS; prints "<wall s> <peak KiB> <largest KiB> <rc>"
+_WRAPPER = """
+import os, resource, subprocess, sys, time
+
+def tree(pid):
+    out = [pid]
+    for p in out:
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    out += [int(c) for c in fh.read().split()]
+        except OSError:
+            pass
+    return out
+
+def rss(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+t = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+peak = 0
+while proc.poll() is None:
+    peak = max(peak, sum(rss(p) for p in tree(proc.pid)))
+    time.sleep(0.01)
+wall = time.perf_counter() - t
+largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+sys.stderr.write(f"\\nBENCH {wall:.4f} {max(peak, largest)} {largest} {proc.returncode}\\n")
+"""
 
 
 def _ops_command() -> list[str]:
@@ -85,12 +121,12 @@ def _ops_command() -> list[str]:
 
 def stage_command(stage: str, trace: Path) -> list[str]:
     if stage == "ops":
-        return [*_ops_command(), "ops", str(trace), "--format", "json"]
+        return [*_ops_command(), "ops", str(trace), "--format", "json", "--no-cache"]
     return [sys.executable, "-c", _LOADERS[stage], str(trace)]
 
 
-def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, str]:
-    """(wall s, peak RSS KiB, exit code, stderr tail) of ``cmd`` in its own process."""
+def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, int, str]:
+    """(wall s, peak tree RSS KiB, largest process KiB, exit code, stderr tail) of ``cmd``."""
     proc = subprocess.run(
         [sys.executable, "-c", _WRAPPER, *cmd],
         capture_output=True,
@@ -99,38 +135,39 @@ def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, str]:
     )
     for line in reversed(proc.stderr.splitlines()):
         if line.startswith("BENCH "):
-            wall, rss, rc = line.split()[1:]
+            wall, rss, largest, rc = line.split()[1:]
             tail = proc.stderr[: proc.stderr.rfind("BENCH")].strip()[-400:]
-            return float(wall), int(rss), int(rc), tail
+            return float(wall), int(rss), int(largest), int(rc), tail
     raise RuntimeError(f"wrapper failed: {proc.stderr[-400:]}")
 
 
 def run(trace: Path, stages: list[str], repeats: int, timeout: float) -> dict[str, Any]:
     size = trace.stat().st_size  # follows the symlink
-    samples: dict[str, list[tuple[float, int]]] = {s: [] for s in stages}
+    samples: dict[str, list[tuple[float, int, int]]] = {s: [] for s in stages}
     skipped: dict[str, str] = {}
     for rep in range(repeats):
         for stage in stages:
             if stage in skipped:
                 continue
-            wall, rss, rc, tail = measure(stage_command(stage, trace), timeout)
+            wall, rss, largest, rc, tail = measure(stage_command(stage, trace), timeout)
             if rc != 0:
                 if stage == "ops":
                     skipped[stage] = f"exit code {rc}: {tail.splitlines()[-1] if tail else ''}"
                     continue
                 raise RuntimeError(f"stage {stage} failed ({rc}): {tail}")
-            samples[stage].append((wall, rss))
+            samples[stage].append((wall, rss, largest))
             print(f"  rep {rep + 1} {stage:18s} {wall:8.2f} s {rss / 1024:9.0f} MiB", flush=True)
     rows: list[dict[str, Any]] = []
     base = samples.get("orjson") or []
-    base_t = statistics.median(w for w, _ in base) if base else None
-    base_m = statistics.median(m for _, m in base) if base else None
+    base_t = statistics.median(w for w, _, _ in base) if base else None
+    base_m = statistics.median(m for _, m, _ in base) if base else None
     for stage in stages:
         if stage in skipped or not samples[stage]:
             rows.append({"stage": stage, "skipped": skipped.get(stage, "no samples")})
             continue
-        t = statistics.median(w for w, _ in samples[stage])
-        m = statistics.median(r for _, r in samples[stage])
+        t = statistics.median(w for w, _, _ in samples[stage])
+        m = statistics.median(r for _, r, _ in samples[stage])
+        big = statistics.median(b for _, _, b in samples[stage])
         rows.append(
             {
                 "stage": stage,
@@ -139,7 +176,8 @@ def run(trace: Path, stages: list[str], repeats: int, timeout: float) -> dict[st
                 "time_vs_orjson": round(t / base_t, 3) if base_t else None,
                 "rss_vs_orjson": round(m / base_m, 3) if base_m else None,
                 "rss_vs_file": round(m * 1024 / size, 3),
-                "samples": [[round(w, 3), round(r / 1024, 1)] for w, r in samples[stage]],
+                "largest_process_mib": round(big / 1024, 1),
+                "samples": [[round(w, 3), round(r / 1024, 1)] for w, r, _ in samples[stage]],
             }
         )
     return {
@@ -156,20 +194,21 @@ def markdown(result: dict[str, Any]) -> str:
     mb = result["file_bytes"] / 1e6
     lines = [
         f"Trace `{result['trace']}`: {mb:.1f} MB; median of {result['repeats']} interleaved "
-        f"run(s), each stage a whole process; {result['cpus']} CPUs.",
+        f"run(s), each stage a whole process tree (peak RSS: all its processes at once); "
+        f"{result['cpus']} CPUs.",
         "",
-        "| stage | time (s) | time range (s) | peak RSS (MiB) | time vs orjson | RSS vs orjson "
-        "| RSS vs file |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| stage | time (s) | time range (s) | peak RSS (MiB) | largest process (MiB) "
+        "| time vs orjson | RSS vs orjson | RSS vs file |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in result["rows"]:
         if "skipped" in r:
-            lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | | |")
+            lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | | | |")
             continue
         times = [w for w, _ in r["samples"]]
         lines.append(
             f"| {r['stage']} | {r['time_s']:.2f} | {min(times):.2f}-{max(times):.2f} | "
-            f"{r['peak_rss_mib']:.0f} | "
+            f"{r['peak_rss_mib']:.0f} | {r['largest_process_mib']:.0f} | "
             f"{r['time_vs_orjson']:.2f}x | {r['rss_vs_orjson']:.2f}x | {r['rss_vs_file']:.2f}x |"
         )
     return "\n".join(lines) + "\n"

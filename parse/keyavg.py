@@ -47,8 +47,8 @@ KEY_AVERAGES = pl.Schema(
 
 def _key(name: pl.Expr) -> pl.Expr:
     return (
-        pl.when(name.str.starts_with("ProfilerStep#"))
-        .then(pl.lit("ProfilerStep*"))
+        pl.when(name.cat.starts_with("ProfilerStep#"))
+        .then(pl.lit("ProfilerStep*", pl.Categorical()))
         .otherwise(name)
         .alias("name")
     )
@@ -82,6 +82,23 @@ def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarra
         out[bad] = parent[out[bad]]
 
 
+def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Ops kept (not filtered out), and each kept op's parent as a row among the kept (-1: top).
+
+    Filtered events are gone: an op is re-parented to its nearest surviving ancestor.
+    """
+    all_ids = all_ops["event_id"].to_numpy().astype(np.int64)
+    all_parent = _rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
+    keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
+    up = _climb(all_parent, all_parent, ~keep)
+    del all_parent
+    rows = np.flatnonzero(keep)
+    new_row = np.full(len(all_ids), -1, dtype=np.int64)
+    new_row[rows] = np.arange(len(rows))
+    up = up[rows]
+    return keep, np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
+
+
 def key_averages(
     frames: TraceFrames, extra_device_ns: Mapping[int, int] | None = None
 ) -> pl.DataFrame:
@@ -112,28 +129,27 @@ def key_averages(
         kernels = pl.concat([kernels.cast({"src_id": pl.Int64, "dur_ns": pl.Int64}), extra])
     kernels = kernels.group_by("src_id").agg(pl.col("dur_ns").sum().cast(pl.Int64))
 
-    # Filtered events are gone: re-parent to the nearest surviving ancestor.
-    all_ids = all_ops["event_id"].to_numpy().astype(np.int64)
-    all_parent = _rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
-    keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
-    up = _climb(all_parent, all_parent, ~keep)
-    rows = np.flatnonzero(keep)
-    new_row = np.full(len(all_ids), -1, dtype=np.int64)
-    new_row[rows] = np.arange(len(rows))
-    up = up[rows]
-    parent = np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
+    keep, parent = _reparent(all_ops, filtered)
 
     # A runtime/driver call named like an op (TorchNeuron names them after the aten op) gets its
     # category appended, so its row does not fold into the op's row.
-    ops = all_ops.filter(pl.Series(keep)).join(
-        kernels, left_on="event_id", right_on="src_id", how="left", maintain_order="left"
+    ops = (
+        all_ops.select("event_id", "name", "cls", "cat", "dur_ns", "depth")
+        .filter(pl.Series(keep))
+        .join(kernels, left_on="event_id", right_on="src_id", how="left", maintain_order="left")
     )
     op_names = ops.filter(pl.col("cls") != "runtime")["name"].unique()
+    clash = ops.select(
+        pl.arg_where((pl.col("cls") == "runtime") & pl.col("name").is_in(op_names.implode()))
+    ).to_series()
+    name = ops["name"]
+    if len(clash):  # only those rows are formatted: a name column of text would be large
+        renamed = ops[clash].select(
+            pl.format("{} [{}]", "name", pl.col("cat").fill_null("None")).cast(pl.Categorical())
+        )
+        name = name.scatter(clash, renamed.to_series())
     ops = ops.select(
-        pl.when((pl.col("cls") == "runtime") & pl.col("name").is_in(op_names.implode()))
-        .then(pl.format("{} [{}]", pl.col("name"), pl.col("cat").fill_null("None")))
-        .otherwise(pl.col("name"))
-        .alias("name"),
+        pl.lit(name).alias("name"),
         (pl.col("cls") == "annotation").fill_null(False).alias("ann"),
         pl.col("dur_ns").cast(pl.Int64),
         pl.col("dur_ns_right").fill_null(0).cast(pl.Int64).alias("kern"),
@@ -147,6 +163,7 @@ def key_averages(
     par0 = np.maximum(parent, 0)
     n_children = np.bincount(parent[has_parent], minlength=n)
     removed = has_parent & (code == code[par0]) & (n_children[par0] == 1)
+    del code, par0, n_children, has_parent  # the arrays are per op: free what is done
     alive = ~removed
     # each chain's last removed op hands its kernels to the chain's top (surviving) op
     has_removed_child = np.bincount(parent[removed], minlength=n) > 0
@@ -154,6 +171,7 @@ def key_averages(
     tops = _climb(parent, parent[bottoms], removed)
     kern[tops] = kern[bottoms]
     eff = _climb(parent, parent, removed)  # the surviving parent of a surviving op
+    del parent, has_removed_child, bottoms, tops
 
     live = np.flatnonzero(alive)
     child = live[eff[live] >= 0]

@@ -37,15 +37,20 @@ import polars as pl
 from nprof_report.parse.classify import DEVICE_CATS, KNOWN_CATS, host_class
 from nprof_report.parse.load import Trace, TraceMeta
 from nprof_report.parse.schema import DEVICE, LINKS, OPS, STEPS, conform
+from nprof_report.parse.split import read_trace_split
 from nprof_report.parse.stream import read_trace_stream
 
 
 @dataclass(frozen=True)
 class TraceFrames:
-    """Every frame parse derives from one trace (schemas in :mod:`.schema`)."""
+    """Every frame parse derives from one trace (schemas in :mod:`.schema`).
+
+    ``events`` is None when the trace was loaded for the derived frames only
+    (``load_frames(..., work_only=True)``): millions of rows nobody reads are not kept.
+    """
 
     meta: TraceMeta
-    events: pl.DataFrame
+    events: pl.DataFrame | None
     ops: pl.DataFrame
     device: pl.DataFrame
     links: pl.DataFrame
@@ -144,9 +149,9 @@ def _steps(events: pl.DataFrame) -> pl.DataFrame:
         .filter(
             (pl.col("ph") == "X")
             & (pl.col("cat") == "user_annotation")
-            & pl.col("name").str.starts_with("ProfilerStep#")
+            & pl.col("name").cat.starts_with("ProfilerStep#")
         )
-        .select("name", "ts_ns", "dur_ns")
+        .select(pl.col("name").cast(pl.String), "ts_ns", "dur_ns")
         .collect()
         .with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
     )
@@ -181,10 +186,19 @@ def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Ser
     return joined["step"].cast(pl.Int32)
 
 
-def build_frames(trace: Trace) -> TraceFrames:
-    """Derive ops, device activities, steps and links from a loaded trace."""
-    events = trace.events
-    notes = list(trace.notes)
+@dataclass(frozen=True)
+class _Parts:
+    """What the derived frames are made of, taken from the events in one pass."""
+
+    host: pl.DataFrame  # complete events of CPU-side classes, with ``cls``
+    device: pl.DataFrame  # complete device activities
+    steps: pl.DataFrame  # STEPS
+    flows: pl.DataFrame  # ac2g flow ends: ph, flow_id, pid, tid, ts_ns
+    notes: list[str]
+
+
+def _parts(events: pl.DataFrame, name: str) -> _Parts:
+    notes: list[str] = []
     # only the columns the derived frames use, so no full copy of the events is made
     complete = (
         events.lazy()
@@ -194,42 +208,99 @@ def build_frames(trace: Trace) -> TraceFrames:
     cats = complete.select(pl.col("cat").drop_nulls().unique()).collect().to_series().to_list()
     unknown = sorted(c for c in cats if c not in KNOWN_CATS)
     if unknown:
-        notes.append(
-            f"{trace.meta.path.name}: unknown categories treated as CPU work: {', '.join(unknown)}"
-        )
+        notes.append(f"{name}: unknown categories treated as CPU work: {', '.join(unknown)}")
     mapping = {c: host_class(c) for c in cats}
     cls_of_cat = (
         pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
         if mapping
         else pl.lit(None, pl.String)
     )
-    # two scans of the events rather than one shared (materialised) copy of the complete events
-    host = (
-        complete.with_columns(
-            cls=pl.when(pl.col("cat").is_null())
-            .then(pl.lit(host_class(None)))
-            .otherwise(cls_of_cat)
-        )
-        .filter(pl.col("cls").is_not_null())
-        .collect()
+    # separate scans of the events rather than one shared (materialised) copy of them
+    host = complete.with_columns(
+        cls=pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None))).otherwise(cls_of_cat)
+    ).filter(pl.col("cls").is_not_null())
+    device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS)))
+    flows = events.lazy().filter((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"]))
+    host_df, device_df, flows_df = pl.collect_all(
+        [host, device, flows.select("ph", "flow_id", "pid", "tid", "ts_ns")]
     )
-    device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS))).collect()
+    return _Parts(host_df, device_df, _steps(events), flows_df, notes)
 
-    n = host.height
-    ids = host["event_id"].to_numpy().astype(np.int64)
-    starts = host["ts_ns"].to_numpy().astype(np.int64)
-    durs = host["dur_ns"].to_numpy().astype(np.int64)
-    ends = starts + durs
-    thread = host.select(
-        pl.concat_str(
-            [pl.col("pid").fill_null("None"), pl.lit("/"), pl.col("tid").fill_null("None")]
-        ).alias("thread")
-    ).to_series()
-    cls = host["cls"]
-    is_op = (cls == "op").to_numpy()
 
-    # A runtime call whose External id names an op that encloses it is that op's launch: move it
-    # onto the op's thread (PyTorch does this before nesting).
+def build_frames(trace: Trace) -> TraceFrames:
+    """Derive ops, device activities, steps and links from a loaded trace (which keeps events)."""
+    return _derive(
+        trace.meta, trace.notes, _parts(trace.events, trace.meta.path.name), trace.events
+    )
+
+
+def _derive(
+    meta: TraceMeta, trace_notes: list[str], parts: _Parts, events: pl.DataFrame | None
+) -> TraceFrames:
+    notes = [*trace_notes, *parts.notes]
+    host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
+    name = meta.path.name
+    by_ext = _launches(host)
+    thread, tcode = _threads(host, by_ext)
+    ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext)
+    del thread, tcode
+    if overlaps:
+        notes.append(
+            f"{name}: {overlaps} events partially overlap an event on the same "
+            "thread; they are not nested (as in PyTorch), so self times around them may be off"
+        )
+    ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
+
+    links = _links(flows, ops, device, op_rt)
+    flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
+    duplicated = flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
+    del flow_ids
+    if duplicated:
+        notes.append(
+            f"{name}: {duplicated} ac2g flow ids occur more than once; "
+            "the first occurrence was used"
+        )
+    device = device.with_columns(
+        start_ns=pl.col("ts_ns"), end_ns=pl.col("ts_ns") + pl.col("dur_ns")
+    )
+    op_of_device = links.filter(pl.col("kind") == "op->device").select(
+        pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
+    )
+    device = (
+        device.join(op_of_device, on="event_id", how="left")
+        .join(
+            ops.select(pl.col("event_id").alias("_op"), pl.col("step").alias("_op_step")),
+            on="_op",
+            how="left",
+        )
+        .with_columns(_time_step=_assign_step(device, steps, "start_ns"))
+        .with_columns(step=pl.coalesce("_op_step", "_time_step"))
+        .sort("event_id")
+    )
+    unlinked = device.filter(pl.col("_op").is_null()).height
+    if unlinked:
+        notes.append(
+            f"{name}: {unlinked} of {device.height} device activities have no "
+            "link to a framework op"
+        )
+    return TraceFrames(
+        meta=meta,
+        events=events,
+        ops=conform(ops, OPS),
+        device=conform(device, DEVICE),
+        links=links,
+        steps=steps,
+        notes=notes,
+    )
+
+
+def _launches(host: pl.DataFrame) -> pl.DataFrame:
+    """Runtime calls (row ``_i``) whose External id names an op (row ``_j``) that encloses them.
+
+    That op launched the call (current Kineto layout). Empty in the 2023 layout, where a runtime
+    event's External id is its correlation id and the few that match an enclosing op are
+    coincidences.
+    """
     h = (
         host.with_row_index("_i")  # numbered before any filter
         .lazy()
@@ -268,40 +339,64 @@ def build_frames(trace: Trace) -> TraceFrames:
             & (pl.col("_e") <= pl.col("_je"))
         )
         .sort("_i")
+        .select("_i", "_j", "cat", "tid", "_jtid")
     )
-    if 2 * by_ext.height < launches.height:
-        # 2023 layout: a runtime event's External id is its correlation id, and the few that
-        # happen to match an enclosing op are coincidences.
-        by_ext = by_ext.clear()
-    # PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
-    # stream track (another tid) stays there: it is not a call the op's thread made.
+    return by_ext.clear() if 2 * by_ext.height < launches.height else by_ext
+
+
+def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
+    """The ``thread`` ("pid/tid") each host event nests on, and an integer code per thread.
+
+    PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
+    stream track (another tid) stays there: it is not a call the op's thread made. Computed per
+    distinct (pid, tid) pair and gathered, so no per-row text is built.
+    """
+    pairs = host.select("pid", "tid").unique(maintain_order=True).with_row_index("_t")
+    code = (
+        host.select("pid", "tid")
+        .join(pairs, on=["pid", "tid"], how="left", nulls_equal=True, maintain_order="left")["_t"]
+        .to_numpy()
+        .astype(np.int64)
+    )
     moved = by_ext.filter(
         pl.col("tid").eq_missing(pl.col("_jtid"))
-        | ~pl.col("cat").fill_null("").str.ends_with("_driver")
+        | ~pl.col("cat").cat.ends_with("_driver").fill_null(False)
     )
-    thread_of = np.arange(n, dtype=np.int64)
-    thread_of[moved["_i"].to_numpy()] = moved["_j"].to_numpy()
-    thread = thread.gather(thread_of)
-    tcode = thread.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    code[moved["_i"].to_numpy()] = code[moved["_j"].to_numpy()]
+    names = pairs.select(
+        pl.concat_str(
+            [pl.col("pid").fill_null("None"), pl.lit("/"), pl.col("tid").fill_null("None")]
+        ).cast(pl.Categorical())
+    ).to_series()
+    return names.gather(code).alias("thread"), code
 
+
+def _nested_ops(
+    host: pl.DataFrame, thread: pl.Series, tcode: np.ndarray, by_ext: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, int]:
+    """``OPS`` rows (without ``step``), the op->runtime links, and the partial-overlap count."""
+    n = host.height
+    ids = host["event_id"].to_numpy().astype(np.int64)
+    starts = host["ts_ns"].to_numpy().astype(np.int64)
+    durs = host["dur_ns"].to_numpy().astype(np.int64)
+    ends = starts + durs
     order = np.lexsort((-ends, starts, tcode))  # stable: ties keep file order
     p_sorted, d_sorted, overlaps = _nest(tcode[order], starts[order], ends[order])
+    del starts, ends
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
-    depth = np.zeros(n, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
     depth[order] = d_sorted
-    if overlaps:
-        notes.append(
-            f"{trace.meta.path.name}: {overlaps} events partially overlap an event on the same "
-            "thread; they are not nested (as in PyTorch), so self times around them may be off"
-        )
+    del order, p_sorted, d_sorted
     has_parent = parent >= 0
-    child_sum = np.zeros(n, dtype=np.int64)
-    np.add.at(child_sum, parent[has_parent], durs[has_parent])
+    self_ns = durs.copy()
+    np.subtract.at(self_ns, parent[has_parent], durs[has_parent])
+    del durs
+    cls = host["cls"]
     linked = np.zeros(n, dtype=bool)
     linked[by_ext["_i"].to_numpy()] = True
     loose = np.flatnonzero((cls == "runtime").to_numpy() & ~linked)
-    encl = _climb(parent, parent[loose], ~is_op)
+    encl = _climb(parent, parent[loose], ~(cls == "op").to_numpy())
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()
@@ -314,10 +409,11 @@ def build_frames(trace: Trace) -> TraceFrames:
         },
         schema=LINKS,
     )
-
+    parent_id = pl.Series("parent_id", ids[np.maximum(parent, 0)] if n else ids)
+    del ids
     ops = host.select(
         "event_id",
-        "cls",
+        pl.col("cls").cast(pl.Categorical()),
         "cat",
         "name",
         "pid",
@@ -328,65 +424,15 @@ def build_frames(trace: Trace) -> TraceFrames:
         "dur_ns",
         "external_id",
         "correlation",
-        pl.when(pl.Series(has_parent))
-        .then(pl.Series(ids[np.maximum(parent, 0)] if n else ids))
-        .alias("parent_id"),
+        pl.when(pl.Series(has_parent)).then(parent_id).alias("parent_id"),
         pl.Series("depth", depth, dtype=pl.Int32),
-        pl.Series("self_ns", durs - child_sum),
+        pl.Series("self_ns", self_ns),
     )
-    steps = _steps(events)
-    ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
-
-    links = _links(events, ops, device, op_rt)
-    flows = (
-        events.lazy()
-        .filter((pl.col("cat") == "ac2g") & (pl.col("ph") == "s"))
-        .select("flow_id")
-        .collect()
-    )
-    duplicated = flows.height - flows["flow_id"].n_unique() if flows.height else 0
-    del flows
-    if duplicated:
-        notes.append(
-            f"{trace.meta.path.name}: {duplicated} ac2g flow ids occur more than once; "
-            "the first occurrence was used"
-        )
-    device = device.with_columns(
-        start_ns=pl.col("ts_ns"), end_ns=pl.col("ts_ns") + pl.col("dur_ns")
-    )
-    op_of_device = links.filter(pl.col("kind") == "op->device").select(
-        pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
-    )
-    device = (
-        device.join(op_of_device, on="event_id", how="left")
-        .join(
-            ops.select(pl.col("event_id").alias("_op"), pl.col("step").alias("_op_step")),
-            on="_op",
-            how="left",
-        )
-        .with_columns(_time_step=_assign_step(device, steps, "start_ns"))
-        .with_columns(step=pl.coalesce("_op_step", "_time_step"))
-        .sort("event_id")
-    )
-    unlinked = device.filter(pl.col("_op").is_null()).height
-    if unlinked:
-        notes.append(
-            f"{trace.meta.path.name}: {unlinked} of {device.height} device activities have no "
-            "link to a framework op"
-        )
-    return TraceFrames(
-        meta=trace.meta,
-        events=events,
-        ops=conform(ops, OPS),
-        device=conform(device, DEVICE),
-        links=links,
-        steps=steps,
-        notes=notes,
-    )
+    return ops, op_rt, overlaps
 
 
 def _links(
-    events: pl.DataFrame,
+    flows: pl.DataFrame,
     ops: pl.DataFrame,
     device: pl.DataFrame,
     op_rt: pl.DataFrame,
@@ -401,41 +447,49 @@ def _links(
     by_corr = (
         runtime.filter(pl.col("correlation").is_not_null())
         .select(pl.col("event_id").alias("src_id"), "correlation")
-        .unique("correlation", keep="first")
+        .unique("correlation", keep="first", maintain_order=True)
         .join(
             dev.filter(pl.col("correlation").is_not_null()).select(
                 pl.col("event_id").alias("dst_id"), "correlation"
             ),
             on="correlation",
+            maintain_order="left",
         )
         .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("correlation"))
     )
-    flows = events.lazy().filter(pl.col("cat") == "ac2g")
-    starts, ends = pl.collect_all(
-        [
+    # flows only for the device activities that correlation ids did not link
+    dev_pos = dev.join(
+        by_corr.select(pl.col("dst_id").alias("event_id")), on="event_id", how="anti"
+    ).select(pl.col("event_id").alias("dst_id"), "pid", "tid", "ts_ns")
+    by_flow = pl.DataFrame(schema=by_corr.schema)
+    if dev_pos.height:
+        starts, ends = (
             flows.filter(pl.col("ph") == ph).select("flow_id", "pid", "tid", "ts_ns")
             for ph in ("s", "f")
-        ]
-    )
-    rt_pos = runtime.select(
-        pl.col("event_id").alias("src_id"), "pid", "tid", pl.col("start_ns").alias("ts_ns")
-    )
-    dev_pos = dev.select(pl.col("event_id").alias("dst_id"), "pid", "tid", "ts_ns")
-    by_flow = (
-        starts.join(rt_pos, on=["pid", "tid", "ts_ns"])
-        .select("flow_id", "src_id")
-        .unique("flow_id", keep="first")
-        .join(
-            ends.join(dev_pos, on=["pid", "tid", "ts_ns"]).select("flow_id", "dst_id"), on="flow_id"
         )
-        .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("flow"))
-    )
-    rt_dev = pl.concat([by_corr, by_flow.join(by_corr, on="dst_id", how="anti")])
+        rt_pos = runtime.select(
+            pl.col("event_id").alias("src_id"), "pid", "tid", pl.col("start_ns").alias("ts_ns")
+        )
+        by_flow = (
+            starts.join(rt_pos, on=["pid", "tid", "ts_ns"], maintain_order="left")
+            .select("flow_id", "src_id")
+            .unique("flow_id", keep="first", maintain_order=True)
+            .join(
+                ends.join(dev_pos, on=["pid", "tid", "ts_ns"], maintain_order="left").select(
+                    "flow_id", "dst_id"
+                ),
+                on="flow_id",
+                maintain_order="left",
+            )
+            .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("flow"))
+        )
+    rt_dev = pl.concat([by_corr, by_flow])
     rt_dev = conform(rt_dev, LINKS)
 
     via_runtime = rt_dev.join(
         op_rt.select(pl.col("src_id").alias("op_id"), pl.col("dst_id").alias("src_id"), "method"),
         on="src_id",
+        maintain_order="left",
     ).select(
         pl.col("op_id").alias("src_id"), "dst_id", kind=pl.lit("op->device"), method="method_right"
     )
@@ -449,12 +503,12 @@ def _links(
             .filter(pl.col("cls") == "op")
             .select(pl.col("event_id").alias("src_id"), "external_id")
             .collect()
-            .unique("external_id", keep="first")
+            .unique("external_id", keep="first", maintain_order=True)
         )
         direct = (
             dev.filter(pl.col("external_id").is_not_null())
             .join(via_runtime, left_on="event_id", right_on="dst_id", how="anti")
-            .join(op_ids, on="external_id")
+            .join(op_ids, on="external_id", maintain_order="left")
             .select(
                 "src_id",
                 pl.col("event_id").alias("dst_id"),
@@ -465,10 +519,18 @@ def _links(
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])
 
 
-def load_frames(path: Path, *, keep_args: bool = True) -> TraceFrames:
+def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
     """Read a trace file (streaming, bounded memory) and derive its frames.
 
-    ``keep_args=False`` leaves ``events["args"]`` all null (the rest is identical); only the
-    Neuron link reads the raw args, so callers without a Neuron profile save that memory.
+    ``work_only=True`` reads only the rows the other frames are made of, with several processes
+    for a large file, and keeps no ``events`` (None; the other frames are identical): only the
+    Neuron link reads every event and the raw args, so callers without a Neuron profile save
+    that memory and time.
     """
-    return build_frames(read_trace_stream(path, keep_args=keep_args))
+    if not work_only:
+        return build_frames(read_trace_stream(path))
+    trace = read_trace_split(path)
+    meta, notes = trace.meta, trace.notes
+    parts = _parts(trace.events, meta.path.name)
+    del trace  # the events go before the ops are nested: they are most of the memory
+    return _derive(meta, notes, parts, None)

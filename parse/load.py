@@ -26,6 +26,8 @@ from nprof_report.parse.schema import EVENTS
 # microseconds of the 2023 layout are about 1.7e15 (formats.md 1.2).
 _RELATIVE_TS_LIMIT_US = 1e14
 _MAX_INT64 = 2**63 - 1
+# a name that clean_text escaped
+ESCAPED_NAME = r"\\x[0-9a-f]{2}"
 
 
 @dataclass(frozen=True)
@@ -257,12 +259,21 @@ def read_trace(path: Path) -> Trace:
     return assemble(path, doc, pl.DataFrame(cols, schema=EVENTS), notes)
 
 
-def assemble(path: Path, doc: dict[str, Any], events: pl.DataFrame, notes: list[str]) -> Trace:
+def assemble(
+    path: Path,
+    doc: dict[str, Any],
+    events: pl.DataFrame,
+    notes: list[str],
+    escaped: int | None = None,
+) -> Trace:
     """Metadata and the epoch clock from the document's top-level keys (shared by both loaders).
 
     ``events`` carries raw ``ts_ns`` (the file's microseconds x 1000); the base is added here.
+    ``escaped`` is the number of names with control characters when ``events`` is not every
+    event of the file (counted by the loader before it dropped rows).
     """
-    escaped = events.filter(pl.col("name").str.contains(r"\\x[0-9a-f]{2}")).height
+    if escaped is None:
+        escaped = int(events["name"].cast(pl.String).str.contains(ESCAPED_NAME).sum())
     if escaped:
         notes.append(
             f"{path.name}: {escaped} event names held control characters, shown as \\xNN escapes"

@@ -234,7 +234,7 @@ def step_warnings(
             comp = kineto_events.filter(
                 (pl.col("ts_ns") >= start)
                 & (pl.col("ts_ns") < end)
-                & pl.col("name").str.contains("(?i)" + COMPILE_NAME_RE.pattern)
+                & pl.col("name").cast(pl.String).str.contains("(?i)" + COMPILE_NAME_RE.pattern)
             )
             if comp.height:
                 out.append(

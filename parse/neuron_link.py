@@ -123,8 +123,7 @@ def match_framework_rows(events: pl.DataFrame, sys_events: pl.DataFrame) -> pl.D
         events.filter((pl.col("ph") == "X") & pl.col("ts_ns").is_not_null())
         .select(
             "event_id",
-            "name",
-            "cat",
+            pl.col("name", "cat").cast(pl.String),  # Categorical in EVENTS
             pl.col("ts_ns").alias("k_start"),
             (pl.col("dur_ns").fill_null(0) // 1000).alias("dur_us"),
         )

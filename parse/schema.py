@@ -1,5 +1,10 @@
 """Declared schemas of the frames that parse hands to report.
 
+Short, repeated text (phase, category, name, pid, tid, thread, class) is ``Categorical``: a
+500 MB trace holds millions of events but a few hundred distinct names, and a String column
+would store every name again (Polars' categories are global, so frames join and compare on
+them directly; use ``.cat.starts_with`` or cast to ``pl.String`` for string functions).
+
 All times are Int64 nanoseconds on the wall clock (Unix epoch): Kineto's relative ``ts`` is shifted
 by ``baseTimeNanoseconds`` and the 2023 layout's absolute microseconds are scaled, so frames from
 traces of either convention, and Neuron Explorer's epoch-ns tables, share one clock.
@@ -10,10 +15,10 @@ traces of either convention, and Neuron Explorer's epoch-ns tables, share one cl
 column         dtype    meaning
 =============  =======  =======================================================================
 event_id       Int64    index of the event in ``traceEvents`` (stable key for every other frame)
-ph             String   phase (``X``, ``i``, ``M``, ``s``, ``f``, ...)
-cat            String   category; null on ``M`` rows and global instants
-name           String   event name
-pid, tid       String   Kineto mixes ints and labels (``"Spans"``), so both are kept as text
+ph             Cat      phase (``X``, ``i``, ``M``, ``s``, ``f``, ...)
+cat            Cat      category; null on ``M`` rows and global instants
+name           Cat      event name
+pid, tid       Cat      Kineto mixes ints and labels (``"Spans"``), so both are kept as text
 ts_ns          Int64    start, epoch ns
 dur_ns         Int64    duration in ns; null when the event has none
 flow_id        String   ``id`` of flow events (``s``/``f``), else null
@@ -40,6 +45,11 @@ start_ns, end_ns, dur_ns, external_id, correlation, step``.
 ``correlation``, ``flow`` or ``enclosing`` (time containment on the launching thread).
 
 ``STEPS`` -- ``step, name, start_ns, end_ns, dur_ns``, one row per ``ProfilerStep#N`` annotation.
+
+``WORK_ROWS`` selects the events that ops, device activities, steps and links are made of
+(complete ``X`` events and the two ends of ``ac2g`` flows); a loader asked for the work rows
+only keeps these and drops the rest (instants, counters, metadata, memory events) as it reads,
+in ``WORK_EVENTS`` columns (``EVENTS`` without ``bp`` and ``args``, which nothing derived reads).
 """
 
 from __future__ import annotations
@@ -48,75 +58,79 @@ import polars as pl
 
 EVENTS = pl.Schema(
     {
-        "event_id": pl.Int64,
-        "ph": pl.String,
-        "cat": pl.String,
-        "name": pl.String,
-        "pid": pl.String,
-        "tid": pl.String,
-        "ts_ns": pl.Int64,
-        "dur_ns": pl.Int64,
-        "flow_id": pl.String,
-        "bp": pl.String,
-        "external_id": pl.Int64,
-        "correlation": pl.Int64,
-        "args": pl.String,
+        "event_id": pl.Int64(),
+        "ph": pl.Categorical(),
+        "cat": pl.Categorical(),
+        "name": pl.Categorical(),
+        "pid": pl.Categorical(),
+        "tid": pl.Categorical(),
+        "ts_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
+        "flow_id": pl.String(),
+        "bp": pl.String(),
+        "external_id": pl.Int64(),
+        "correlation": pl.Int64(),
+        "args": pl.String(),
     }
 )
 
+WORK_ROWS = (pl.col("ph") == "X") | ((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"]))
+
+WORK_EVENTS = pl.Schema({n: t for n, t in EVENTS.items() if n not in ("bp", "args")})
+
 OPS = pl.Schema(
     {
-        "event_id": pl.Int64,
-        "cls": pl.String,
-        "cat": pl.String,
-        "name": pl.String,
-        "pid": pl.String,
-        "tid": pl.String,
-        "thread": pl.String,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "dur_ns": pl.Int64,
-        "external_id": pl.Int64,
-        "correlation": pl.Int64,
-        "parent_id": pl.Int64,
-        "depth": pl.Int32,
-        "self_ns": pl.Int64,
-        "step": pl.Int32,
+        "event_id": pl.Int64(),
+        "cls": pl.Categorical(),
+        "cat": pl.Categorical(),
+        "name": pl.Categorical(),
+        "pid": pl.Categorical(),
+        "tid": pl.Categorical(),
+        "thread": pl.Categorical(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
+        "external_id": pl.Int64(),
+        "correlation": pl.Int64(),
+        "parent_id": pl.Int64(),
+        "depth": pl.Int32(),
+        "self_ns": pl.Int64(),
+        "step": pl.Int32(),
     }
 )
 
 DEVICE = pl.Schema(
     {
-        "event_id": pl.Int64,
-        "cat": pl.String,
-        "name": pl.String,
-        "pid": pl.String,
-        "tid": pl.String,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "dur_ns": pl.Int64,
-        "external_id": pl.Int64,
-        "correlation": pl.Int64,
-        "step": pl.Int32,
+        "event_id": pl.Int64(),
+        "cat": pl.Categorical(),
+        "name": pl.Categorical(),
+        "pid": pl.Categorical(),
+        "tid": pl.Categorical(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
+        "external_id": pl.Int64(),
+        "correlation": pl.Int64(),
+        "step": pl.Int32(),
     }
 )
 
 LINKS = pl.Schema(
     {
-        "src_id": pl.Int64,
-        "dst_id": pl.Int64,
-        "kind": pl.String,
-        "method": pl.String,
+        "src_id": pl.Int64(),
+        "dst_id": pl.Int64(),
+        "kind": pl.String(),
+        "method": pl.String(),
     }
 )
 
 STEPS = pl.Schema(
     {
-        "step": pl.Int32,
-        "name": pl.String,
-        "start_ns": pl.Int64,
-        "end_ns": pl.Int64,
-        "dur_ns": pl.Int64,
+        "step": pl.Int32(),
+        "name": pl.String(),
+        "start_ns": pl.Int64(),
+        "end_ns": pl.Int64(),
+        "dur_ns": pl.Int64(),
     }
 )
 

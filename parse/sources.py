@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 
+from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.kineto import TraceFrames, load_frames
 from nprof_report.parse.neuron import (
@@ -77,27 +78,38 @@ def neuron_root(source: Source) -> Path | None:
     return None
 
 
-def load_source(source: Source) -> LoadedSource:
-    """Parse ``source``; add Neuron device time when its folder holds Neuron sessions."""
+def needs_all_events(source: Source) -> bool:
+    """Whether ``source`` has a Neuron profile: only the Neuron link reads every event and args."""
+    root = neuron_root(source)
+    return root is not None and bool(find_sessions(root))
+
+
+def load_source(source: Source, *, use_cache: bool = True) -> LoadedSource:
+    """Parse ``source`` (or read its frames from :mod:`.cache`); add Neuron device time when its
+    folder holds Neuron sessions."""
     if source.trace is None:
         raise ValueError("a source without trace.json has no framework ops")
     root = neuron_root(source)
-    has_neuron = root is not None and bool(find_sessions(root))
-    frames = load_frames(source.trace, keep_args=has_neuron)  # only the Neuron link reads args
+    has_neuron = needs_all_events(source)
+    if cache.enabled(use_cache):
+        frames = cache.cached_frames(source, work_only=not has_neuron)
+    else:
+        frames = load_frames(source.trace, work_only=not has_neuron)
     notes: list[str] = []
-    if root is None or not has_neuron:
-        return LoadedSource(source, frames)
+    if root is None or not has_neuron or frames.events is None:
+        return LoadedSource(source, frames)  # (work_only=False always keeps the events)
+    events = frames.events
     device: dict[int, int] = {}
     neuron: list[tuple[NeuronData, NeuronFigures]] = []
     busy: list[tuple[int, int]] = []
     loads: list[tuple[int, int]] = []
     windows = list(zip(frames.steps["start_ns"].to_list(), frames.steps["end_ns"].to_list()))
-    for data in load_sessions(root, kineto_events=frames.events):
+    for data in load_sessions(root, kineto_events=events):
         notes.extend(f"{source.label}: {w}" for w in (*data.session.notes, *data.warnings))
         if data.events.is_empty():
             continue
-        links = correlate(data, frames.events)
-        rows = device_time_rows(frames.events, links).filter(pl.col("kind") == "op")
+        links = correlate(data, events)
+        rows = device_time_rows(events, links).filter(pl.col("kind") == "op")
         for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
             device[eid] = device.get(eid, 0) + ns
         busy += list(
@@ -105,7 +117,7 @@ def load_source(source: Source) -> LoadedSource:
         )
         loaded = data.events.filter(pl.col("name").is_in(list(LOADS)))
         loads += list(zip(loaded["start_ns"].to_list(), loaded["end_ns"].to_list()))
-        figures = neuron_figures(data, windows, frames.events, links)
+        figures = neuron_figures(data, windows, events, links)
         notes.extend(f"{source.label}: {w}" for w in figures.warnings)
         neuron.append((data, figures))
     return LoadedSource(source, frames, device, neuron, busy, loads, notes)

@@ -59,6 +59,7 @@ import polars as pl
 
 from nprof_report.errors import InputError
 from nprof_report.parse.load import (
+    ESCAPED_NAME,
     Trace,
     as_int,
     as_us,
@@ -68,7 +69,8 @@ from nprof_report.parse.load import (
     orjson_int,
     read_trace,
 )
-from nprof_report.parse.schema import EVENTS
+from nprof_report.parse.ndjson import BOUNDARY, decode_piece
+from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
 __all__ = ["read_trace_stream"]
 
@@ -110,7 +112,7 @@ class _IdsLower(msgspec.Struct, gc=False):
 
 
 class _EvIds(_EvBase, gc=False):
-    """An event whose args are read for the ids only (``keep_args=False``)."""
+    """An event whose args are read for the ids only (``work_only``)."""
 
     args: _Ids | None = msgspec.field(default_factory=_Ids)
 
@@ -132,12 +134,13 @@ _GET = {f: attrgetter(f) for f in _EV_FIELDS}
 
 # top-level tokens: complete strings, a lone quote (string not finished yet), structure
 _TOK = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]:]', re.S)
-_BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
 _WS = b" \t\r\n"
 # args text that orjson.dumps may write differently from the compacted input
 _REENCODE = r"\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}"
 _CONTROL = r"[\x00-\x1f\x7f]"
 _MAX_CUT_TRIES = 4
+# EVENTS with its Categorical columns as text: a piece's frame before it is stored
+_TEXT_EVENTS = pl.Schema({n: pl.String if t == pl.Categorical() else t for n, t in EVENTS.items()})
 _TAIL_WINDOW = 1 << 16
 _RECOVER_LIMIT = 64 << 20  # a damaged element bigger than this ends the recovery
 
@@ -147,10 +150,17 @@ class _Fallback(Exception):
 
 
 class _Source:
-    """Decompressed bytes of the file, read in pieces; OS and gzip errors as ``read_bytes``."""
+    """Decompressed bytes of the file, read in pieces; OS and gzip errors as ``read_bytes``.
 
-    def __init__(self, path: Path) -> None:
+    ``span`` = (start, end, tail) reads the bytes ``[start, end)`` of a plain file (``end`` None:
+    to its end), followed by ``tail`` -- a part of the events array read as an array of its own
+    (:mod:`.split`).
+    """
+
+    def __init__(self, path: Path, span: tuple[int, int | None, bytes] | None = None) -> None:
         self.path = path
+        self.left: int | None = None  # bytes of the span still to read
+        self.tail = b""
         try:
             raw: IO[bytes] = path.open("rb")
         except IsADirectoryError as exc:
@@ -166,6 +176,10 @@ class _Source:
             self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
         else:
             raw.seek(0)
+        if span is not None:
+            start, end, self.tail = span
+            raw.seek(start)
+            self.left = None if end is None else end - start
         self.eof = False
         self.total = 0
         self.head = b""  # first 4 KiB, for read_trace's binary-file check
@@ -179,8 +193,10 @@ class _Source:
     def read(self, n: int) -> bytes:
         if self.eof:
             return b""
+        if self.left is not None:
+            n = min(n, self.left)
         try:
-            data = self._fh.read(n)
+            data = self._fh.read(n) if n else b""
         except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
             raise InputError(
                 self.path, "gzip data is cut short or corrupt", "copy the file again"
@@ -191,8 +207,11 @@ class _Source:
                     self.path, "gzip data is cut short or corrupt", "copy the file again"
                 ) from exc
             raise InputError(self.path, f"cannot be read ({exc.strerror})") from exc
+        if self.left is not None:
+            self.left -= len(data)
         if not data:
-            self.eof = True
+            data, self.tail = self.tail, b""
+            self.eof = not data
         if len(self.head) < 4096:
             self.head += data[: 4096 - len(self.head)]
         self.total += len(data)
@@ -204,21 +223,44 @@ class _Source:
 
 
 class _Columns:
-    """Per-piece frames and the running counters of ``read_trace``'s loop."""
+    """Per-piece frames and the running counters of ``read_trace``'s loop.
 
-    def __init__(self, keep_args: bool) -> None:
-        self.keep_args = keep_args
+    ``work_only``: keep only the rows the derived frames are made of (``schema.WORK_ROWS``) and
+    no ``args``.
+    """
+
+    def __init__(self, work_only: bool) -> None:
+        self.work_only = work_only
+        self.keep_args = not work_only
+        self.schema = WORK_EVENTS if work_only else EVENTS
         self.frames: list[pl.DataFrame] = []
         self.index = 0  # event_id of the next event (position in traceEvents)
         self.bad = 0
         self.negative = 0
+        self.escaped = 0  # names with control characters, counted before rows are dropped
 
-    # -- fast path -------------------------------------------------------------------------
-    def add_piece(self, text: bytes) -> None:
-        """Decode ``text`` (a JSON array of events) and append its frame.
+    def add_piece(self, body: bytes) -> None:
+        """Decode ``body`` (elements of the events array, without its brackets) and append
+        their frame.
 
-        Raises ``msgspec.DecodeError`` (and changes nothing) when ``text`` is not valid JSON.
+        Raises ``msgspec.DecodeError`` (and changes nothing) when ``body`` is not valid JSON.
         """
+        df = decode_piece(body) if self.work_only else None
+        if df is not None:
+            df = df.with_columns(
+                _clean_col(df["cat"]),
+                _clean_col(df["name"]),
+                pl.lit(None, pl.String).alias("bp"),
+                pl.lit(None, pl.String).alias("args"),
+            )
+        else:
+            df = self._piece(b"[" + body + b"]")
+        if df is not None and df.height:
+            self._finish(df)
+
+    # -- fast path: columns of a piece, ts/dur still in us (NaN marks a missing key) ----------
+    def _piece(self, text: bytes) -> pl.DataFrame | None:
+        """Typed msgspec decode of a piece (None: the piece went through the slow path)."""
         raws: list[msgspec.Raw] = []
         evs: list[Any]
         if self.keep_args:
@@ -227,7 +269,7 @@ class _Columns:
                 evs = _EV_DEC.decode(text)
             except msgspec.ValidationError:
                 self._add_slow(_loads(text))
-                return
+                return None
             raws = list(map(_GET["args"], evs))
             ids = _decode_ids(raws)
         else:
@@ -238,24 +280,22 @@ class _Columns:
             except msgspec.ValidationError:
                 _check_utf8(text)  # the order of checks of the separate args decode
                 self._add_slow(_loads(text))
-                return
+                return None
             _check_utf8(text)  # read_trace rejects bad UTF-8 anywhere, args included
             ids = _id_columns(list(map(_GET["args"], evs)), lower)
         n = len(evs)
         if not n:
-            return
+            return None
         if ids is None:  # an args value that is not an object, or odd id types
             self._add_slow(_loads(text))
-            return
+            return None
         ext, corr = ids
         get = _GET
         # a control character in a decoded string comes from an escape, or is a raw DEL
         clean = _clean_col if b"\\" in text or b"\x7f" in text else _same
-        ph = pl.Series("ph", list(map(get["ph"], evs)), dtype=pl.String)
-        df = pl.DataFrame(
+        return pl.DataFrame(
             [
-                pl.int_range(self.index, self.index + n, eager=True).alias("event_id"),
-                ph,
+                pl.Series("ph", list(map(get["ph"], evs)), dtype=pl.String),
                 clean(pl.Series("cat", list(map(get["cat"], evs)), dtype=pl.String)),
                 clean(pl.Series("name", list(map(get["name"], evs)), dtype=pl.String)),
                 _labels("pid", list(map(get["pid"], evs))),
@@ -273,7 +313,13 @@ class _Columns:
                 else pl.repeat(None, n, dtype=pl.String, eager=True).alias("args"),
             ]
         )
-        del evs, raws
+
+    def _finish(self, df: pl.DataFrame) -> None:
+        """read_trace's per-event rules, vectorised, on a piece's columns."""
+        n = df.height
+        df = df.with_columns(
+            pl.int_range(self.index, self.index + n, dtype=pl.Int64).alias("event_id")
+        )
         self.index += n
         ts, dur = pl.col("ts"), pl.col("dur")
         # read_trace: ts = as_us(ev.get("ts", 0 if ph == "M" else None)); missing ts -> skipped
@@ -309,7 +355,14 @@ class _Columns:
         )
         self.bad += n - df.height
         self.negative += int(df["_neg"].sum())
-        self.frames.append(df.drop("_neg"))
+        self._keep(df.drop("_neg"))
+
+    def _keep(self, df: pl.DataFrame) -> None:
+        """Count escaped names on the text, drop what is not kept, and store as ``EVENTS``."""
+        self.escaped += int(df["name"].str.contains(ESCAPED_NAME).sum())
+        if self.work_only:
+            df = df.filter(WORK_ROWS)
+        self.frames.append(df.select(self.schema.names()).cast(self.schema))
 
     # -- slow path: read_trace's loop on decoded Python objects --------------------------------
     def _add_slow(self, events: list[Any]) -> None:
@@ -347,11 +400,11 @@ class _Columns:
             else:
                 cols["args"].append(None)
         self.index += len(events)
-        self.frames.append(pl.DataFrame(cols, schema=EVENTS))
+        self._keep(pl.DataFrame(cols, schema=_TEXT_EVENTS))
 
     def frame(self) -> pl.DataFrame:
         if not self.frames:
-            return pl.DataFrame(schema=EVENTS)
+            return pl.DataFrame(schema=self.schema)
         return pl.concat(self.frames, how="vertical", rechunk=False)
 
 
@@ -536,9 +589,15 @@ class _Scan:
 
 
 class _Reader:
-    def __init__(self, path: Path, chunk_bytes: int, cols: _Columns) -> None:
+    def __init__(
+        self,
+        path: Path,
+        chunk_bytes: int,
+        cols: _Columns,
+        span: tuple[int, int | None, bytes] | None = None,
+    ) -> None:
         self.path = path
-        self.src = _Source(path)
+        self.src = _Source(path, span)
         self.chunk = max(64, chunk_bytes)
         self.cols = cols
         self.buf = b""
@@ -622,14 +681,14 @@ class _Reader:
                 body = self.buf[: scan.close]
                 if body.strip(_WS):
                     try:
-                        self.cols.add_piece(b"[" + body + b"]")
+                        self.cols.add_piece(body)
                     except msgspec.DecodeError:
                         self._recover()
                         return None
                 return scan.close
             if scan.last_sep is not None and scan.last_sep > 0:
                 try:
-                    self.cols.add_piece(b"[" + self.buf[: scan.last_sep] + b"]")
+                    self.cols.add_piece(self.buf[: scan.last_sep])
                 except msgspec.DecodeError:
                     self._recover()
                     return None
@@ -647,13 +706,13 @@ class _Reader:
         tried = 0
         while True:
             lo = max(0, len(buf) - window)
-            matches = list(_BOUNDARY.finditer(buf, lo))
+            matches = list(BOUNDARY.finditer(buf, lo))
             if matches or lo == 0:
                 break
             window *= 8
         for m in reversed(matches):
             try:
-                self.cols.add_piece(b"[" + buf[: m.start() + 1] + b"]")
+                self.cols.add_piece(buf[: m.start() + 1])
             except msgspec.DecodeError:
                 tried += 1
                 if tried >= _MAX_CUT_TRIES:
@@ -753,16 +812,18 @@ class _Reader:
         return doc
 
 
-def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 8 << 20) -> Trace:
+def read_trace_stream(path: Path, *, work_only: bool = False, chunk_bytes: int = 8 << 20) -> Trace:
     """Load a Kineto trace like :func:`read_trace`, decoding it in bounded memory.
 
-    ``keep_args=False`` leaves the ``args`` column all null (the raw args are most of the
-    frame's memory). ``chunk_bytes`` is the read window; a single event larger than it grows
-    the window.
+    ``work_only=True`` keeps only the rows that ops, device activities, steps and links are made
+    of (``schema.WORK_ROWS``, with their ``event_id``), in ``WORK_EVENTS`` columns; notes and metadata
+    still describe the whole file. That is what every analysis but the Neuron link needs, in a
+    fraction of the memory and time. ``chunk_bytes`` is the read window; a single event larger
+    than it grows the window.
     """
     path = Path(path)
     try:
-        trace = _read(path, keep_args, chunk_bytes)
+        trace = _read(path, work_only, chunk_bytes)
         if any("cut short" in n for n in trace.notes) and _has_nonstandard_numbers(path):
             raise _Fallback  # the reference loader reads NaN/Infinity instead of stopping there
         return trace
@@ -770,9 +831,9 @@ def read_trace_stream(path: Path, *, keep_args: bool = True, chunk_bytes: int = 
         raise InputError(path, "JSON is nested too deeply to be a trace") from exc
     except _Fallback:
         trace = read_trace(path)
-        if keep_args:
+        if not work_only:
             return trace
-        events = trace.events.with_columns(pl.lit(None, pl.String).alias("args"))
+        events = trace.events.filter(WORK_ROWS).select(WORK_EVENTS.names())
         return Trace(trace.meta, events, trace.notes)
 
 
@@ -792,8 +853,8 @@ def _has_nonstandard_numbers(path: Path) -> bool:
             return _NONSTANDARD.search(view) is not None
 
 
-def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
-    cols = _Columns(keep_args)
+def _read(path: Path, work_only: bool, chunk_bytes: int) -> Trace:
+    cols = _Columns(work_only)
     rd = _Reader(path, chunk_bytes, cols)
     try:
         prefix, array_format = rd.find_array()
@@ -808,4 +869,4 @@ def _read(path: Path, keep_args: bool, chunk_bytes: int) -> Trace:
         notes.append(f"{path.name}: skipped {cols.bad} events with a missing or mistyped ts")
     if cols.negative:
         notes.append(f"{path.name}: {cols.negative} events had a negative duration, read as 0")
-    return assemble(path, doc, events, notes)
+    return assemble(path, doc, events, notes, cols.escaped)

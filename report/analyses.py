@@ -30,7 +30,7 @@ from nprof_report.parse.keyavg import key_averages
 from nprof_report.parse.kineto import TraceFrames
 from nprof_report.parse.load import TraceMeta
 from nprof_report.parse.neuron import NeuronFigures
-from nprof_report.parse.sources import load_source
+from nprof_report.parse.sources import LoadedSource, load_source
 from nprof_report.report.breakdown import (
     device_gaps,
     host_breakdown,
@@ -257,9 +257,10 @@ def per_top_op(
     )
 
 
-def analyse(source: Source) -> ImplementationAnalysis:
-    """Parse one source (with its Neuron profile, if any) and compute its figures."""
-    loaded = load_source(source)
+def analyse(source: Source, *, loaded: LoadedSource | None = None) -> ImplementationAnalysis:
+    """Compute one source's figures from ``loaded`` (by default, parse it here, with its Neuron
+    profile, if any)."""
+    loaded = loaded if loaded is not None else load_source(source)
     frames, extra = loaded.frames, loaded.neuron_device_ns
     ctx = op_context(frames.ops)
     steps = per_step(frames, ctx, extra)

@@ -82,7 +82,7 @@ def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
 def host_breakdown(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """Per step: ``framework_ns``, ``runtime_ns``, ``sync_ns``, ``outside_ns`` (sum = ``dur_ns``)."""
     inside = main_thread(ctx)
-    is_step = (pl.col("cls") == "annotation") & pl.col("name").str.starts_with("ProfilerStep#")
+    is_step = (pl.col("cls") == "annotation") & pl.col("name").cat.starts_with("ProfilerStep#")
     rows = inside.group_by("step").agg(
         framework_ns=pl.col("self_ns").filter(~is_step & (pl.col("cls") != "runtime")).sum(),
         runtime_ns=pl.col("self_ns")
@@ -118,7 +118,7 @@ def device_gaps(
     loads: list[tuple[int, int]],
 ) -> pl.DataFrame:
     """Device idle gaps inside each step with their cause (``step, start_ns, dur_ns, cause``)."""
-    host = main_thread(ctx).filter(~pl.col("name").str.starts_with("ProfilerStep#"))
+    host = main_thread(ctx).filter(~pl.col("name").cat.starts_with("ProfilerStep#"))
     kinds = host.select(
         "start_ns",
         "end_ns",
@@ -211,7 +211,7 @@ def timeline(
     row = frames.steps.filter(pl.col("step") == step).row(0, named=True)
     s0, e0 = row["start_ns"], row["end_ns"]
     host = main_thread(ctx).filter(
-        (pl.col("step") == step) & ~pl.col("name").str.starts_with("ProfilerStep#")
+        (pl.col("step") == step) & ~pl.col("name").cat.starts_with("ProfilerStep#")
     )
     bars: list[dict[str, Any]] = []
     if not host.is_empty():

@@ -17,6 +17,7 @@ import orjson
 from nprof_report.errors import InputError
 from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
 from nprof_report.parse.neuron_convert import convert_tree
+from nprof_report.parse.parallel import load_sources
 from nprof_report.parse.sources import neuron_root
 from nprof_report.report.analyses import analyse
 from nprof_report.report.model import ReportModel, Table, build_model
@@ -33,8 +34,17 @@ def _tables(model: ReportModel) -> list[Table]:
     return tables
 
 
-def build_report(paths: list[Path], *, out: Path | None = None) -> list[Path]:
-    """Build the report for ``paths`` (default: the newest run) and return the files written."""
+def build_report(
+    paths: list[Path],
+    *,
+    out: Path | None = None,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> list[Path]:
+    """Build the report for ``paths`` (default: the newest run) and return the files written.
+
+    ``jobs`` and ``use_cache`` as in :func:`~nprof_report.parse.parallel.load_sources`.
+    """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
     resolved: list[Inputs] = [resolve(p) for p in paths]
@@ -58,7 +68,8 @@ def build_report(paths: list[Path], *, out: Path | None = None) -> list[Path]:
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
-    analyses = [analyse(s) for s in sources]
+    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
+    analyses = [analyse(s, loaded=loaded) for s, loaded in zip(sources, loading)]
     summary = build_summary(analyses, manifest, caveats)
     model = build_model(summary)
     html = render_html(model)

@@ -6,6 +6,7 @@ Templates only place what this module prepared; every number shown comes from th
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,11 +88,21 @@ class Table:
 
 @dataclass(frozen=True)
 class Chart:
-    """An inline SVG chart."""
+    """An SVG chart, placed as an ``<img>`` with the SVG inlined in a ``data:`` URI."""
 
     title: str
     svg: str
     caption: str
+
+    @property
+    def data_uri(self) -> str:
+        """The SVG as ``data:image/svg+xml;base64,…``.
+
+        Inside an ``<img>`` the SVG is read by WeasyPrint's XML parser and stays out of its HTML
+        parser and CSS cascade, where the charts' ~2,000 elements took about a third of the PDF
+        layout; browsers draw it the same either way (the page's CSP allows ``img-src data:``).
+        """
+        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode("ascii")
 
 
 @dataclass(frozen=True)

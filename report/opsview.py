@@ -11,7 +11,7 @@ import polars as pl
 from nprof_report.errors import InputError
 from nprof_report.parse.inputs import resolve
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.sources import load_source
+from nprof_report.parse.parallel import load_sources
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -25,25 +25,36 @@ JSON_COLUMNS = [
 ]
 
 
-def ops_tables(path: Path) -> list[tuple[str, pl.DataFrame]]:
-    """(label, key_averages table) for every source under ``path``."""
-    inputs = resolve(path)
+def ops_tables(
+    path: Path, *, jobs: int | None = None, use_cache: bool = True
+) -> list[tuple[str, pl.DataFrame]]:
+    """(label, key_averages table) for every source under ``path``; ``jobs`` and ``use_cache`` as
+    in :func:`~nprof_report.parse.parallel.load_sources`."""
+    sources = resolve(path).sources
+    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
     out = []
-    for source in inputs.sources:
+    for source in sources:
         if source.trace is None:
             raise InputError(
                 source.folder,
                 "holds a Neuron profile but no trace.json, so there are no framework ops",
                 "capture with ProfilerActivity.CPU + PrivateUse1 and NeuronProfiler.export_trace",
             )
-        loaded = load_source(source)
+        loaded = next(loading)
         out.append((source.label, key_averages(loaded.frames, loaded.neuron_device_ns)))
     return out
 
 
-def render_ops(path: Path, *, fmt: str, limit: int | None = None) -> str:
+def render_ops(
+    path: Path,
+    *,
+    fmt: str,
+    limit: int | None = None,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> str:
     """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``."""
-    tables = ops_tables(path)
+    tables = ops_tables(path, jobs=jobs, use_cache=use_cache)
     several = len(tables) > 1
     if fmt == "table":
         return "\n\n".join(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import jinja2
 
@@ -29,15 +30,22 @@ def render_html(model: ReportModel) -> str:
     return environment().get_template("report.html.j2").render(m=model, css=css)
 
 
-def render_pdf(html: str) -> bytes:
-    """Print the HTML with WeasyPrint; its fetches are refused so nothing loads from anywhere."""
-    import weasyprint
+def layout_pdf(html: str) -> Any:
+    """Lay the HTML out in pages (a ``weasyprint.Document``).
 
-    def no_fetch(url: str, *args: object, **kwargs: object) -> dict[str, object]:
-        raise ValueError(f"refusing to fetch {url!r}: the report is self-contained")
+    Only ``data:`` URIs (the charts) are read; fetching anything else stops the build, so nothing
+    loads from anywhere. Separate from :func:`render_pdf` so that ``bench/bench_build.py`` can
+    time layout and drawing apart.
+    """
+    import weasyprint
 
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
-    document = weasyprint.HTML(string=html, url_fetcher=no_fetch)
-    pdf: bytes = document.write_pdf()
+    fetcher = weasyprint.URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
+    return weasyprint.HTML(string=html, url_fetcher=fetcher).render()
+
+
+def render_pdf(html: str) -> bytes:
+    """Print the HTML with WeasyPrint."""
+    pdf: bytes = layout_pdf(html).write_pdf()
     return pdf

@@ -26,6 +26,21 @@ def _inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _frames_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Parsed-frame cache entries of loose traces go to a session folder, never ~/.cache."""
+    os.environ.setdefault("NPROF_CACHE_DIR", str(tmp_path_factory.mktemp("frames-cache")))
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A frames cache of the test's own (``NPROF_CACHE_DIR``), switched on."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("NPROF_CACHE_DIR", str(root))
+    monkeypatch.delenv("NPROF_NO_CACHE", raising=False)
+    return root
+
+
 @pytest.fixture(scope="session")
 def cpu_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real `nprof-report capture` run on this machine's CPU (4 active steps)."""

@@ -33,7 +33,7 @@ def test_bench_small(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     table = (out / "bench.md").read_text()
     result = json.loads((out / "bench.json").read_text())
-    stages = ["orjson", "read_trace", "read_trace_stream", "stream_no_args", "ops"]
+    stages = ["orjson", "read_trace", "read_trace_stream", "stream_work", "split_work", "ops"]
     assert [r["stage"] for r in result["rows"]] == stages
     for stage in stages:
         assert f"| {stage} |" in table
@@ -41,6 +41,10 @@ def test_bench_small(tmp_path: Path) -> None:
         if "skipped" in row:
             assert row["stage"] == "ops"  # only the CLI may be missing
             continue
-        for key in ("time_s", "peak_rss_mib", "time_vs_orjson", "rss_vs_orjson", "rss_vs_file"):
+        keys = ("time_s", "peak_rss_mib", "largest_process_mib", "time_vs_orjson", "rss_vs_file")
+        for key in (*keys, "rss_vs_orjson"):
             assert isinstance(row[key], (int, float)) and row[key] > 0, (row["stage"], key)
     assert result["rows"][0]["time_vs_orjson"] == 1.0
+    for row in result["rows"]:  # a whole tree holds at least its largest process
+        if "skipped" not in row:
+            assert row["peak_rss_mib"] >= row["largest_process_mib"]

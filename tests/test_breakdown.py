@@ -74,7 +74,12 @@ def test_gap_cause_synchronization_when_host_waits_outside_ops() -> None:
             "depth": [0, 1, 2, 1],
             "step": [3, 3, 3, 3],
         },
-        schema_overrides={"parent_id": pl.Int64, "depth": pl.Int32, "step": pl.Int32},
+        schema_overrides={
+            "parent_id": pl.Int64,
+            "depth": pl.Int32,
+            "step": pl.Int32,
+            **dict.fromkeys(["cls", "name", "thread"], pl.Categorical()),  # as in OPS
+        },
     )
     ctx = op_context(ops)
     steps = pl.DataFrame(

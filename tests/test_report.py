@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from pathlib import Path
@@ -82,8 +83,14 @@ def test_html_structure(cpu_report: Path) -> None:
     assert len(body_rows) == 3
     assert "{{" not in html and "{%" not in html
     assert "<script" not in html.lower()
-    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
-    assert html.count("<svg") >= 3
+    charts = [
+        base64.b64decode(src.removeprefix("data:image/svg+xml;base64,")).decode()
+        for img in doc.iter(f"{HTML_NS}img")
+        if (src := img.get("src", "")).startswith("data:image/svg+xml;base64,")
+    ]
+    assert len(charts) >= 3 and all(c.startswith("<svg") for c in charts)
+    for text in (html, *charts):
+        assert "http://" not in text.replace("http://www.w3.org", "") and "https://" not in text
 
 
 @pytest.mark.capture
@@ -143,6 +150,20 @@ def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<b>bold</b>" not in html
     assert "&lt;b&gt;bold&lt;/b&gt;" in html
+
+
+@pytest.mark.pdf
+def test_pdf_reads_data_uris_and_fetches_nothing_else(tmp_path: Path) -> None:
+    from weasyprint.urls import FatalURLFetchingError
+
+    from nprof_report.report.render import render_pdf
+
+    secret = tmp_path / "secret.svg"
+    secret.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
+    with pytest.raises(FatalURLFetchingError):
+        render_pdf(f'<img src="{secret.as_uri()}">')
+    svg = base64.b64encode(secret.read_bytes()).decode()
+    assert render_pdf(f'<img src="data:image/svg+xml;base64,{svg}">').startswith(b"%PDF")
 
 
 @pytest.mark.pdf
@@ -212,10 +233,12 @@ def test_html_renders_in_chromium_without_errors_or_network(
         shot = tmp_path / "report.png"
         page.screenshot(path=str(shot), full_page=True)
         title = page.title()
-        svgs = page.locator("svg").count()
+        charts = page.eval_on_selector_all(
+            ".chart img", "imgs => imgs.filter(i => i.complete && i.naturalWidth > 0).length"
+        )
         browser.close()
     assert console == []
     assert requests == [html.as_uri()]
     assert title.startswith("RMSNorm study")
-    assert svgs >= 3
+    assert charts >= 3  # every chart's SVG decoded and drawn
     assert shot.stat().st_size > 10_000

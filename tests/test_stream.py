@@ -14,6 +14,7 @@ from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
 from nprof_report.parse.load import read_trace
+from nprof_report.parse.schema import WORK_EVENTS, WORK_ROWS
 from nprof_report.parse.stream import read_trace_stream
 
 _REPO = Path(__file__).resolve().parents[1]
@@ -78,13 +79,22 @@ def test_layouts(tmp_path: Path, name: str, layout: str) -> None:
     assert_same(path, chunk_bytes=2048)
 
 
-def test_keep_args_false() -> None:
-    path = fixture(NAMES[3])
+def assert_same_work(path: Path, **kw: Any) -> None:
+    """work_only keeps read_trace's WORK_ROWS, with their event ids, and the same notes."""
     ref = read_trace(path)
-    got = read_trace_stream(path, keep_args=False, chunk_bytes=4096)
-    assert got.events["args"].null_count() == got.events.height
-    assert_frame_equal(got.events.drop("args"), ref.events.drop("args"))
+    got = read_trace_stream(path, work_only=True, **kw)
+    want = ref.events.filter(WORK_ROWS).select(WORK_EVENTS.names())
+    assert_frame_equal(got.events, want)
     assert got.meta == ref.meta
+    assert got.notes == ref.notes
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_work_only(name: str) -> None:
+    path = fixture(name)
+    assert_same_work(path, chunk_bytes=4096)
+    kept = read_trace_stream(path, work_only=True).events
+    assert set(kept["ph"].unique().to_list()) <= {"X", "s", "f"}
 
 
 def test_meta_after_events(tmp_path: Path) -> None:
@@ -272,3 +282,10 @@ def test_random_traces(
         data = data[: int(len(data) * cut)]
     path.write_bytes(gzip.compress(data) if layout == "gz" else data)
     assert_same_outcome(path, chunk_bytes=chunk)
+    try:
+        read_trace(path)
+    except InputError:
+        with pytest.raises(InputError):
+            read_trace_stream(path, work_only=True, chunk_bytes=chunk)
+    else:
+        assert_same_work(path, chunk_bytes=chunk)

@@ -6,6 +6,7 @@ code 2; ``--debug`` shows the traceback instead.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -87,6 +88,20 @@ def capture(
     click.echo(str(run_dir))
 
 
+_jobs = click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Traces parsed at once, in worker processes, within 75 % of available memory "
+    "[default: the CPU count, once the traces to parse hold 256 MiB].",
+)
+_no_cache = click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Neither read nor write the cache of parsed frames (also NPROF_NO_CACHE=1).",
+)
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
@@ -95,7 +110,9 @@ def capture(
     default=None,
     help="Write the report here instead of <run>/report/.",
 )
-def build(paths: tuple[Path, ...], out: Path | None) -> None:
+@_jobs
+@_no_cache
+def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache: bool) -> None:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
@@ -103,7 +120,7 @@ def build(paths: tuple[Path, ...], out: Path | None) -> None:
     """
     from nprof_report.report.build import build_report
 
-    for written in build_report(list(paths), out=out):
+    for written in build_report(list(paths), out=out, jobs=jobs, use_cache=not no_cache):
         click.echo(str(written))
 
 
@@ -117,15 +134,25 @@ def build(paths: tuple[Path, ...], out: Path | None) -> None:
     show_default=True,
 )
 @click.option("--limit", type=int, default=None, help="Rows per table (table format).")
-def ops(path: Path, fmt: str, limit: int | None) -> None:
+@_jobs
+@_no_cache
+def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> None:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
     from nprof_report.report.opsview import render_ops
 
-    click.echo(render_ops(path, fmt=fmt, limit=limit))
+    click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
+
+
+# Polars' allocator (jemalloc) keeps freed pages for 10 s by default; parsing a large trace frees
+# and reallocates hundreds of MB, so they are returned at once (pola-rs/polars#23128). Set before
+# Polars is first imported (commands import it lazily), inherited by worker processes, and only
+# where the user has not set it.
+_MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 
 def main() -> None:
     """Entry point: run the CLI, mapping library errors to exit code 2."""
+    os.environ.setdefault(*_MALLOC_CONF)
     debug = "--debug" in sys.argv[1:]
     try:
         cli.main(standalone_mode=False)

@@ -1,0 +1,238 @@
+"""Decode one large plain trace on several cores: its ``traceEvents`` array cut into parts.
+
+Tokenising JSON is the floor of every loader (about 6 s per GB on one core here), so a large
+trace is decoded by several processes at once -- threads would share one interpreter lock.
+:func:`read_trace_split` keeps :func:`~nprof_report.parse.stream.read_trace_stream`'s result
+exactly (``work_only`` rows, event ids, notes, metadata):
+
+1. The parent finds the array (the top-level keys before it are kept, as the streaming loader
+   does) and cuts the rest of the file at ``} , {`` boundaries near equal shares.
+2. Each part but the last goes to a worker process (``python -m nprof_report.parse.split``),
+   which reads its byte range as an array of its own (the range plus ``]``) with the
+   streaming loader's own reader and writes its rows as Arrow IPC with its counters. The
+   parent reads the last part -- the end of the array, the keys after it -- meanwhile.
+3. The parent shifts the event ids of each part by the events before it and concatenates.
+
+A cut inside a string leaves a part whose last element does not decode, and any damage leaves
+a note; either way (or when a worker fails) the file is read again by the sequential loader,
+which words the error or recovers exactly as it always does. A gzip stream cannot be entered in
+the middle, so a large ``.json.gz`` is first decompressed, as a stream, into a temporary plain file
+beside the system's other temporary files (removed at the end), and that file is split; when it
+cannot be written (no space), the gzip file is read sequentially.
+
+Memory: every process holds its part's rows (compact: Categorical text, Int64 times) and one
+read window; the parent then holds all rows, as the sequential loader does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import polars as pl
+
+from nprof_report.errors import InputError
+from nprof_report.parse.load import Trace, assemble
+from nprof_report.parse.ndjson import BOUNDARY
+from nprof_report.parse.schema import WORK_EVENTS
+from nprof_report.parse.stream import (
+    _Columns,
+    _Fallback,
+    _Reader,
+    read_trace_stream,
+)
+
+__all__ = ["read_trace_split"]
+
+# below this the worker's start-up (about 0.5 s) is not paid back
+MIN_SPLIT_BYTES = 64 << 20
+_SEARCH = 1 << 20
+_PARENT_WEIGHT = 1.15
+_GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not worth decompressing
+_GUNZIP_BLOCK = 4 << 20
+_WORKER = [sys.executable, "-m", __name__]
+
+
+def default_workers() -> int:
+    """Processes to decode with: ``NPROF_DECODE_WORKERS``, else the CPUs this process may use."""
+    env = os.environ.get("NPROF_DECODE_WORKERS")
+    if env and env.isdigit():
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def read_trace_split(
+    path: Path,
+    *,
+    workers: int | None = None,
+    chunk_bytes: int = 8 << 20,
+    min_bytes: int = MIN_SPLIT_BYTES,
+) -> Trace:
+    """``read_trace_stream(path, work_only=True)``, decoded by ``workers`` processes.
+
+    Files smaller than ``min_bytes``, gzip files and ``workers=1`` are read sequentially.
+    """
+    path = Path(path)
+    workers = default_workers() if workers is None else workers
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            gz = fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        size, gz = 0, False  # let the sequential loader word the error
+    trace = None
+    if workers >= 2 and size >= (min_bytes // _GZIP_RATIO if gz else min_bytes):
+        try:
+            if gz:
+                trace = _read_gzip(path, workers, chunk_bytes, min_bytes)
+            else:
+                trace = _read_parts(path, path, size, workers, chunk_bytes)
+        except (_Fallback, InputError):
+            trace = None  # the sequential loader reads it again and words what is wrong
+    return trace or read_trace_stream(path, work_only=True, chunk_bytes=chunk_bytes)
+
+
+def _read_gzip(path: Path, workers: int, chunk_bytes: int, min_bytes: int) -> Trace | None:
+    """Decompress into a temporary file and split that; None when it is small or cannot be."""
+    with tempfile.TemporaryDirectory(prefix="nprof-gunzip-") as tmp:
+        plain = Path(tmp) / path.name.removesuffix(".gz")
+        try:
+            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+                shutil.copyfileobj(src, dst, _GUNZIP_BLOCK)
+        except (OSError, EOFError, zlib.error):
+            return None  # damaged, or no space: the sequential loader reads the gzip itself
+        size = plain.stat().st_size
+        if size < min_bytes:
+            return None
+        return _read_parts(path, plain, size, workers, chunk_bytes)
+
+
+def _cuts(path: Path, start: int, size: int, parts: int) -> list[tuple[int, int]]:
+    """(end of a part, start of the next) at the first boundary after each share.
+
+    The last part, the parent's, is :data:`_PARENT_WEIGHT` times larger: a worker first starts
+    an interpreter and at the end writes its rows, while the parent is already decoding.
+    """
+    cuts: list[tuple[int, int]] = []
+    total = parts - 1 + _PARENT_WEIGHT
+    with path.open("rb") as fh:
+        for i in range(1, parts):
+            share = int((size - start) * i / total)
+            at = max(start + share, cuts[-1][1] if cuts else start)
+            fh.seek(at)
+            window = fh.read(_SEARCH)
+            m = BOUNDARY.search(window)
+            if m is None:
+                break
+            cuts.append((at + m.start() + 1, at + m.end() - 1))
+    return cuts
+
+
+def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: int) -> Trace | None:
+    """Split the uncompressed ``plain`` (``path`` itself, or its decompressed copy)."""
+    head = _Reader(plain, chunk_bytes, _Columns(True))
+    try:
+        prefix, array_format = head.find_array()
+    finally:
+        head.src.close()
+    start = head.offset
+    cuts = _cuts(plain, start, size, workers)
+    if not cuts:
+        return None
+    spans = list(zip([start] + [nxt for _, nxt in cuts[:-1]], [end for end, _ in cuts]))
+    with tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp:
+        procs = [
+            subprocess.Popen(
+                [*_WORKER, str(plain), str(a), str(b), str(chunk_bytes), *_outputs(tmp, i)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i, (a, b) in enumerate(spans)
+        ]
+        try:
+            last = _read_last(plain, cuts[-1][1], prefix, array_format, chunk_bytes)
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        finally:
+            codes = [p.wait() for p in procs]
+        if last is None or any(codes):
+            return None
+        cols, doc, notes = last
+        frames, offset = [], 0
+        bad = negative = escaped = 0
+        for i in range(len(spans)):
+            rows, counters = _outputs(tmp, i)
+            meta = json.loads(Path(counters).read_text())
+            frames.append(pl.read_ipc(rows))
+            offset_before = offset
+            frames[-1] = frames[-1].with_columns(pl.col("event_id") + offset_before)
+            offset += meta["events"]
+            bad, negative = bad + meta["bad"], negative + meta["negative"]
+            escaped += meta["escaped"]
+        frames.append(cols.frame().with_columns(pl.col("event_id") + offset))
+    events = pl.concat([f.cast(WORK_EVENTS) for f in frames], how="vertical", rechunk=False)
+    bad, negative = bad + cols.bad, negative + cols.negative
+    if bad:
+        notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
+    if negative:
+        notes.append(f"{path.name}: {negative} events had a negative duration, read as 0")
+    return assemble(path, doc, events, notes, escaped + cols.escaped)
+
+
+def _outputs(tmp: str, part: int) -> tuple[str, str]:
+    """Where a worker writes its rows (Arrow IPC) and its counters (JSON)."""
+    return f"{tmp}/part{part}.arrow", f"{tmp}/part{part}.json"
+
+
+def _read_last(
+    path: Path, start: int, prefix: bytes | None, array_format: bool, chunk_bytes: int
+) -> tuple[_Columns, dict[str, object], list[str]] | None:
+    """The last part, up to the end of the file (the parent's own share); None when not clean."""
+    cols = _Columns(True)
+    rd = _Reader(path, chunk_bytes, cols, (start, None, b""))
+    rd.prefix_is_array = array_format
+    try:
+        close = rd.events()
+        doc = {} if close is None else rd.finish(prefix, close)
+    finally:
+        rd.src.close()
+    if close is None or rd.notes:
+        return None
+    return cols, doc, rd.notes
+
+
+def _worker(argv: list[str]) -> int:
+    """Decode ``[start, end)`` of ``path`` as an array; write rows and counters; 3 if not clean."""
+    path, out, meta = Path(argv[0]), argv[4], argv[5]
+    start, end, chunk = (int(a) for a in argv[1:4])
+    cols = _Columns(True)
+    rd = _Reader(path, chunk, cols, (start, end, b"]"))
+    try:
+        close = rd.events()
+        clean = close is not None and not rd.notes and not rd.buf[close + 1 :].strip()
+    except Exception:  # any failure sends the parent to the sequential loader
+        clean = False
+    finally:
+        rd.src.close()
+    if not clean:
+        return 3
+    cols.frame().write_ipc(out, compression="uncompressed")
+    counters = {"events": cols.index, "bad": cols.bad, "negative": cols.negative}
+    Path(meta).write_text(json.dumps({**counters, "escaped": cols.escaped}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_worker(sys.argv[1:]))
