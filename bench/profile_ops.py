@@ -55,16 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     clock = _Clock()
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.kineto import _derive, _parts
+    from nprof_report.parse.kineto import _batches, _derive, _parts
     from nprof_report.parse.split import read_trace_split
 
     clock.mark("import")
     trace = read_trace_split(ns.trace)
     clock.mark("read (split)")
     rows = trace.events.height
-    parts = _parts(trace.events, trace.meta.path.name)
-    meta, notes = trace.meta, trace.notes
+    meta, notes, batches = trace.meta, trace.notes, _batches(trace.events)
     del trace
+    parts = _parts(batches, meta.path.name)
     clock.mark("parts")
     frames = _derive(meta, notes, parts, None)
     del parts

@@ -206,10 +206,13 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {r['stage']} | skipped: {r['skipped']} | | | | | | |")
             continue
         times = [w for w, _ in r["samples"]]
+        t_ratio, m_ratio = (
+            "-" if r[k] is None else f"{r[k]:.2f}x" for k in ("time_vs_orjson", "rss_vs_orjson")
+        )
         lines.append(
             f"| {r['stage']} | {r['time_s']:.2f} | {min(times):.2f}-{max(times):.2f} | "
             f"{r['peak_rss_mib']:.0f} | {r['largest_process_mib']:.0f} | "
-            f"{r['time_vs_orjson']:.2f}x | {r['rss_vs_orjson']:.2f}x | {r['rss_vs_file']:.2f}x |"
+            f"{t_ratio} | {m_ratio} | {r['rss_vs_file']:.2f}x |"
         )
     return "\n".join(lines) + "\n"
 

@@ -58,6 +58,7 @@ class TraceFrames:
     notes: list[str] = field(default_factory=list)
 
 
+_PART_BATCHES = 8
 # the events columns that ops, device activities and links are made of
 _WORK_COLUMNS = [
     "event_id",
@@ -143,19 +144,19 @@ def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarra
         out[bad] = parent[out[bad]]
 
 
-def _steps(events: pl.DataFrame) -> pl.DataFrame:
-    ann = (
-        events.lazy()
-        .filter(
-            (pl.col("ph") == "X")
-            & (pl.col("cat") == "user_annotation")
-            & pl.col("name").cat.starts_with("ProfilerStep#")
-        )
-        .select(pl.col("name").cast(pl.String), "ts_ns", "dur_ns")
-        .collect()
-        .with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
-    )
-    ann = ann.filter(pl.col("step").is_not_null()).sort("ts_ns")
+def _step_rows(events: pl.LazyFrame) -> pl.LazyFrame:
+    """The ``ProfilerStep#N`` annotations among ``events``: name (text), ts_ns, dur_ns."""
+    return events.filter(
+        (pl.col("ph") == "X")
+        & (pl.col("cat") == "user_annotation")
+        & pl.col("name").cat.starts_with("ProfilerStep#")
+    ).select(pl.col("name").cast(pl.String), "ts_ns", "dur_ns")
+
+
+def _steps(rows: pl.DataFrame) -> pl.DataFrame:
+    """``STEPS`` from :func:`_step_rows`, in time order (ties in file order)."""
+    ann = rows.with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
+    ann = ann.filter(pl.col("step").is_not_null()).sort("ts_ns", maintain_order=True)
     return conform(
         ann.with_columns(
             start_ns=pl.col("ts_ns"),
@@ -166,24 +167,20 @@ def _steps(events: pl.DataFrame) -> pl.DataFrame:
 
 
 def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Series:
-    """Step whose [start, end) interval holds ``time_col`` (null outside every step)."""
+    """Step whose [start, end) interval holds ``time_col`` (null outside every step).
+
+    ``steps`` is in start order (as :func:`_steps` makes it); of steps starting at the same
+    time, the last one is taken.
+    """
     if steps.is_empty() or df.is_empty():
         return pl.Series("step", [None] * len(df), dtype=pl.Int32)
-    probe = df.select(pl.int_range(pl.len()).alias("_row"), pl.col(time_col).alias("_t"))
-    joined = (
-        probe.sort("_t")
-        .join_asof(
-            steps.select("start_ns", "end_ns", "step").sort("start_ns"),
-            left_on="_t",
-            right_on="start_ns",
-            strategy="backward",
-        )
-        .with_columns(
-            step=pl.when(pl.col("_t") < pl.col("end_ns")).then(pl.col("step")).otherwise(None)
-        )
-        .sort("_row")
+    t = df[time_col]
+    last = np.searchsorted(steps["start_ns"].to_numpy(), t.to_numpy(), side="right") - 1
+    pick = pl.Series(np.maximum(last, 0))
+    inside = pl.Series(last >= 0) & (t < steps["end_ns"].gather(pick)).fill_null(False)
+    return (
+        steps["step"].gather(pick).zip_with(inside, pl.Series([None], dtype=pl.Int32)).alias("step")
     )
-    return joined["step"].cast(pl.Int32)
 
 
 @dataclass(frozen=True)
@@ -197,41 +194,74 @@ class _Parts:
     notes: list[str]
 
 
-def _parts(events: pl.DataFrame, name: str) -> _Parts:
+def _batches(events: pl.DataFrame) -> list[pl.DataFrame]:
+    """Zero-copy slices of ``events`` for :func:`_parts`, which lets go of each once read."""
+    size = max(1, -(-events.height // _PART_BATCHES))
+    return [events.slice(i, size) for i in range(0, events.height, size)] or [events]
+
+
+def _parts(batches: list[pl.DataFrame], name: str) -> _Parts:
+    """Split the events (as :func:`_batches`) into what the derived frames are made of.
+
+    The list is emptied as the batches are read: when the caller holds no other reference to
+    the events, their memory goes batch by batch while the parts grow, instead of both being
+    held at once.
+    """
     notes: list[str] = []
-    # only the columns the derived frames use, so no full copy of the events is made
-    complete = (
-        events.lazy()
-        .filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null())
-        .select(_WORK_COLUMNS)
+    cats = (
+        pl.concat([b.select(pl.col("cat").drop_nulls().unique()) for b in batches])
+        .unique()
+        .to_series()
+        .to_list()
     )
-    cats = complete.select(pl.col("cat").drop_nulls().unique()).collect().to_series().to_list()
     unknown = sorted(c for c in cats if c not in KNOWN_CATS)
     if unknown:
         notes.append(f"{name}: unknown categories treated as CPU work: {', '.join(unknown)}")
     mapping = {c: host_class(c) for c in cats}
     cls_of_cat = (
-        pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.String)
+        pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.Categorical())
         if mapping
-        else pl.lit(None, pl.String)
+        else pl.lit(None, pl.Categorical())
     )
-    # separate scans of the events rather than one shared (materialised) copy of them
-    host = complete.with_columns(
-        cls=pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None))).otherwise(cls_of_cat)
-    ).filter(pl.col("cls").is_not_null())
-    device = complete.filter(pl.col("cat").is_in(list(DEVICE_CATS)))
-    flows = events.lazy().filter((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"]))
-    host_df, device_df, flows_df = pl.collect_all(
-        [host, device, flows.select("ph", "flow_id", "pid", "tid", "ts_ns")]
+    cls = pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None), pl.Categorical()))
+    host: list[pl.DataFrame] = []
+    device: list[pl.DataFrame] = []
+    flows: list[pl.DataFrame] = []
+    steps: list[pl.DataFrame] = []
+    while batches:
+        batch = batches.pop(0).lazy()
+        # only the columns the derived frames use, so no full copy of the events is made
+        complete = batch.filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null()).select(
+            _WORK_COLUMNS
+        )
+        parts = pl.collect_all(
+            [
+                complete.with_columns(cls=cls.otherwise(cls_of_cat)).filter(
+                    pl.col("cls").is_not_null()
+                ),
+                complete.filter(pl.col("cat").is_in(list(DEVICE_CATS))),
+                batch.filter((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"])).select(
+                    "ph", "flow_id", "pid", "tid", "ts_ns"
+                ),
+                _step_rows(batch),
+            ]
+        )
+        del batch, complete
+        for out, part in zip((host, device, flows, steps), parts, strict=True):
+            out.append(part)
+    return _Parts(
+        host=pl.concat(host, rechunk=False),
+        device=pl.concat(device, rechunk=False),
+        steps=_steps(pl.concat(steps)),
+        flows=pl.concat(flows, rechunk=False),
+        notes=notes,
     )
-    return _Parts(host_df, device_df, _steps(events), flows_df, notes)
 
 
 def build_frames(trace: Trace) -> TraceFrames:
     """Derive ops, device activities, steps and links from a loaded trace (which keeps events)."""
-    return _derive(
-        trace.meta, trace.notes, _parts(trace.events, trace.meta.path.name), trace.events
-    )
+    parts = _parts(_batches(trace.events), trace.meta.path.name)
+    return _derive(trace.meta, trace.notes, parts, trace.events)
 
 
 def _derive(
@@ -530,7 +560,6 @@ def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
     if not work_only:
         return build_frames(read_trace_stream(path))
     trace = read_trace_split(path)
-    meta, notes = trace.meta, trace.notes
-    parts = _parts(trace.events, meta.path.name)
-    del trace  # the events go before the ops are nested: they are most of the memory
-    return _derive(meta, notes, parts, None)
+    meta, notes, batches = trace.meta, trace.notes, _batches(trace.events)
+    del trace  # the batches hold the only reference to the events: _parts lets them go
+    return _derive(meta, notes, _parts(batches, meta.path.name), None)

@@ -116,11 +116,11 @@ def _coerced(df: pl.DataFrame, lines: bytes) -> bool:
     is followed by a string (two counts), else the suspects' own lines are searched for the key
     followed by anything but a string.
     """
+    looks = df.select(
+        pl.col(c).unique().str.contains(_RENDERED).fill_null(False).any() for c in _TEXT_FIELDS
+    ).row(0)
     split: list[bytes] | None = None
-    for field in _TEXT_FIELDS:
-        looks = df.select(pl.col(field).unique().str.contains(_RENDERED).fill_null(False).any())
-        if not looks.item():
-            continue
+    for field in (f for f, flagged in zip(_TEXT_FIELDS, looks) if flagged):
         suspects = [v for v in df[field].unique().drop_nulls().to_list() if _is_json(v)]
         if not suspects:
             continue

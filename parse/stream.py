@@ -315,12 +315,12 @@ class _Columns:
         )
 
     def _finish(self, df: pl.DataFrame) -> None:
-        """read_trace's per-event rules, vectorised, on a piece's columns."""
+        """read_trace's per-event rules, vectorised, on a piece's columns; store the kept rows.
+
+        One plan, two results (``collect_all`` computes the shared part once): the counters over
+        every event, and the kept rows in the stored schema.
+        """
         n = df.height
-        df = df.with_columns(
-            pl.int_range(self.index, self.index + n, dtype=pl.Int64).alias("event_id")
-        )
-        self.index += n
         ts, dur = pl.col("ts"), pl.col("dur")
         # read_trace: ts = as_us(ev.get("ts", 0 if ph == "M" else None)); missing ts -> skipped
         ts_us = (
@@ -331,34 +331,42 @@ class _Columns:
             .otherwise(ts)
         )
         dur_us = pl.when(dur.is_nan() | (dur.abs() >= _US_LIMIT)).then(None).otherwise(dur)
-        df = (
+        events = (
             df.lazy()
-            .with_columns(ts_us.alias("ts"), dur_us.alias("dur"))
-            .filter(ts.is_not_null())
-            .select(
-                "event_id",
-                "ph",
-                "cat",
+            .with_columns(
+                pl.int_range(self.index, self.index + n, dtype=pl.Int64).alias("event_id"),
+                ts_us.alias("ts"),
+                dur_us.alias("dur"),
                 pl.col("name").fill_null(""),
-                "pid",
-                "tid",
-                _ns(ts).alias("ts_ns"),
-                _ns(pl.when(dur < 0).then(0.0).otherwise(dur)).alias("dur_ns"),
-                "flow_id",
-                "bp",
-                "external_id",
-                "correlation",
-                "args",
-                (dur < 0).alias("_neg"),
             )
-            .collect()
+            .filter(ts.is_not_null())
         )
-        self.bad += n - df.height
-        self.negative += int(df["_neg"].sum())
-        self._keep(df.drop("_neg"))
+        self.index += n
+        kept = events.filter(WORK_ROWS) if self.work_only else events
+        counts, rows = pl.collect_all(
+            [
+                events.select(
+                    pl.len().alias("events"),
+                    (dur < 0).sum().alias("negative"),
+                    pl.col("name").str.contains(ESCAPED_NAME).sum().alias("escaped"),
+                ),
+                kept.select(
+                    *(c for c in self.schema.names() if c not in ("ts_ns", "dur_ns")),
+                    _ns(ts).alias("ts_ns"),
+                    _ns(pl.when(dur < 0).then(0.0).otherwise(dur)).alias("dur_ns"),
+                )
+                .select(self.schema.names())
+                .cast(self.schema),
+            ]
+        )
+        events_kept, negative, escaped = counts.row(0)
+        self.bad += n - events_kept
+        self.negative += negative
+        self.escaped += escaped
+        self.frames.append(rows)
 
     def _keep(self, df: pl.DataFrame) -> None:
-        """Count escaped names on the text, drop what is not kept, and store as ``EVENTS``."""
+        """Count escaped names on the text, drop what is not kept, and store (slow path)."""
         self.escaped += int(df["name"].str.contains(ESCAPED_NAME).sum())
         if self.work_only:
             df = df.filter(WORK_ROWS)
@@ -475,9 +483,9 @@ def _same(s: pl.Series) -> pl.Series:
 
 def _clean_col(s: pl.Series) -> pl.Series:
     """``clean_text`` on a String column: escape control characters (rare, done in Python)."""
-    bad = s.str.contains(_CONTROL)
-    if not bad.any():
+    if not s.unique().str.contains(_CONTROL).any():  # few distinct values: look at those
         return s
+    bad = s.str.contains(_CONTROL)
     return pl.Series(
         s.name,
         [clean_text(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
