@@ -183,9 +183,23 @@ def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Ser
     )
 
 
-@dataclass(frozen=True)
+def _step_of_op(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
+    """The ``step`` of each op in ``op_ids`` (null where null); ops are in event_id order."""
+    ids = ops["event_id"].to_numpy()
+    want = op_ids.fill_null(-1).to_numpy()
+    if not len(ids):
+        return pl.Series([None] * len(want), dtype=pl.Int32)
+    row = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
+    found = pl.Series((ids[row] == want) & (want >= 0))
+    return ops["step"].gather(pl.Series(row)).zip_with(found, pl.Series([None], dtype=pl.Int32))
+
+
+@dataclass
 class _Parts:
-    """What the derived frames are made of, taken from the events in one pass."""
+    """What the derived frames are made of, taken from the events in one pass.
+
+    Mutable so that :func:`_derive` can take the frames out of it and let each go when used.
+    """
 
     host: pl.DataFrame  # complete events of CPU-side classes, with ``cls``
     device: pl.DataFrame  # complete device activities
@@ -269,10 +283,12 @@ def _derive(
 ) -> TraceFrames:
     notes = [*trace_notes, *parts.notes]
     host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
+    parts.host = parts.flows = pl.DataFrame()  # the locals hold the only references now
     name = meta.path.name
     by_ext = _launches(host)
     thread, tcode = _threads(host, by_ext)
     ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext)
+    del host
     del thread, tcode
     if overlaps:
         notes.append(
@@ -283,6 +299,7 @@ def _derive(
 
     links = _links(flows, ops, device, op_rt)
     flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
+    del flows
     duplicated = flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
     del flow_ids
     if duplicated:
@@ -296,13 +313,9 @@ def _derive(
     op_of_device = links.filter(pl.col("kind") == "op->device").select(
         pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
     )
+    device = device.join(op_of_device, on="event_id", how="left")
     device = (
-        device.join(op_of_device, on="event_id", how="left")
-        .join(
-            ops.select(pl.col("event_id").alias("_op"), pl.col("step").alias("_op_step")),
-            on="_op",
-            how="left",
-        )
+        device.with_columns(_op_step=_step_of_op(ops, device["_op"]))
         .with_columns(_time_step=_assign_step(device, steps, "start_ns"))
         .with_columns(step=pl.coalesce("_op_step", "_time_step"))
         .sort("event_id")
@@ -527,7 +540,14 @@ def _links(
     # or when there are no runtime calls at all (a backend that writes only device activities).
     ext_is_op_id = op_rt.filter(pl.col("method") == "external_id").height > 0 or runtime.is_empty()
     direct = pl.DataFrame(schema=LINKS)
-    if ext_is_op_id:
+    orphans = (
+        dev.filter(pl.col("external_id").is_not_null()).join(
+            via_runtime, left_on="event_id", right_on="dst_id", how="anti"
+        )
+        if ext_is_op_id
+        else dev.clear()
+    )
+    if orphans.height:
         op_ids = (
             ops.lazy()
             .filter(pl.col("cls") == "op")
@@ -535,16 +555,11 @@ def _links(
             .collect()
             .unique("external_id", keep="first", maintain_order=True)
         )
-        direct = (
-            dev.filter(pl.col("external_id").is_not_null())
-            .join(via_runtime, left_on="event_id", right_on="dst_id", how="anti")
-            .join(op_ids, on="external_id", maintain_order="left")
-            .select(
-                "src_id",
-                pl.col("event_id").alias("dst_id"),
-                kind=pl.lit("op->device"),
-                method=pl.lit("external_id"),
-            )
+        direct = orphans.join(op_ids, on="external_id", maintain_order="left").select(
+            "src_id",
+            pl.col("event_id").alias("dst_id"),
+            kind=pl.lit("op->device"),
+            method=pl.lit("external_id"),
         )
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])
 
