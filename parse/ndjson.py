@@ -32,7 +32,9 @@ import re
 import orjson
 import polars as pl
 
-__all__ = ["BOUNDARY", "decode_piece"]
+from nprof_report.parse.load import clean_text
+
+__all__ = ["BOUNDARY", "clean_column", "decode_piece"]
 
 # the separator between two elements of the events array (any whitespace)
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -56,6 +58,7 @@ _I64_MIN = -(2**63)
 # (it prints 1e-05 as 0.00001 and -0.0 as -0), integers at the 64-bit edge
 _RENDERED = r"^(?:true|false|null|-0|-?0\.0000|[\[{]|-?[0-9]{19}|-?[0-9]+(?:\.[0-9]+)?[eE])"
 _NOT_STRING = {f: re.compile(rb'"%s"[ \t\r]*:[ \t\r]*[^" \t\r]' % f.encode()) for f in _TEXT_FIELDS}
+_CONTROL = r"[\x00-\x1f\x7f]"
 _SURROGATE = re.compile(rb"\\u[dD]")
 _TS_NULL = re.compile(rb'"ts"[ \t\r\n]*:[ \t\r\n]*null')
 _NAN = math.nan
@@ -84,20 +87,30 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
             return None
     del body
     args = pl.col("args").struct
-    odd_ids, null_meta_ts = df.select(
+    flags = df.select(  # every check in one pass: distinct values where that is enough
         pl.any_horizontal(
             args.field("External id").eq(_I64_MIN).any(),
             args.field("correlation").eq(_I64_MIN).any(),
             args.field("external id").is_not_null().any(),
-        ).alias("ids"),
-        (pl.col("ph").eq("M") & pl.col("ts").is_null()).any().alias("ts"),
-    ).row(0)
-    if odd_ids or (null_meta_ts and _TS_NULL.search(lines)) or _coerced(df, lines):
+        ).alias("odd_ids"),
+        (pl.col("ph").eq("M") & pl.col("ts").is_null()).any().alias("null_meta_ts"),
+        *(
+            pl.col(c).unique().str.contains(_RENDERED).fill_null(False).any().alias(c)
+            for c in _TEXT_FIELDS
+        ),
+        *(
+            pl.col(c).unique().str.contains(_CONTROL).fill_null(False).any().alias(f"ctl_{c}")
+            for c in ("cat", "name")
+        ),
+    ).row(0, named=True)
+    if flags["odd_ids"] or (flags["null_meta_ts"] and _TS_NULL.search(lines)):
+        return None
+    if _coerced(df, lines, [c for c in _TEXT_FIELDS if flags[c]]):
         return None
     return df.select(
         "ph",
-        "cat",
-        "name",
+        clean_column(df["cat"]) if flags["ctl_cat"] else "cat",
+        clean_column(df["name"]) if flags["ctl_name"] else "name",
         "pid",
         "tid",
         pl.col("ts").fill_null(_NAN),
@@ -108,19 +121,29 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
     )
 
 
-def _coerced(df: pl.DataFrame, lines: bytes) -> bool:
+def clean_column(s: pl.Series) -> pl.Series:
+    """``clean_text`` on a String column: control characters as ``\\xNN`` (rare: in Python)."""
+    bad = s.str.contains(_CONTROL)
+    if not bad.any():
+        return s
+    return pl.Series(
+        s.name,
+        [clean_text(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
+        dtype=pl.String,
+    )
+
+
+def _coerced(df: pl.DataFrame, lines: bytes, looks: list[str]) -> bool:
     """Whether a text field may hold the reader's rendering of a non-string value.
 
-    Only distinct values that look like a rendering *and* are JSON (``true``, ``-0``, ``[1]``;
-    not ``[memory]``) are suspects; a field with suspects is fine when every occurrence of its key
-    is followed by a string (two counts), else the suspects' own lines are searched for the key
-    followed by anything but a string.
+    ``looks``: the fields with a distinct value that looks like a rendering. Of those values,
+    only the ones that are JSON (``true``, ``-0``, ``[1]``; not ``[memory]``) are suspects; a
+    field with suspects is fine when every occurrence of its key is followed by a string (two
+    counts), else the suspects' own lines are searched for the key followed by anything but a
+    string.
     """
-    looks = df.select(
-        pl.col(c).unique().str.contains(_RENDERED).fill_null(False).any() for c in _TEXT_FIELDS
-    ).row(0)
     split: list[bytes] | None = None
-    for field in (f for f, flagged in zip(_TEXT_FIELDS, looks) if flagged):
+    for field in looks:
         suspects = [v for v in df[field].unique().drop_nulls().to_list() if _is_json(v)]
         if not suspects:
             continue

@@ -69,7 +69,7 @@ from nprof_report.parse.load import (
     orjson_int,
     read_trace,
 )
-from nprof_report.parse.ndjson import BOUNDARY, decode_piece
+from nprof_report.parse.ndjson import BOUNDARY, clean_column, decode_piece
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
 __all__ = ["read_trace_stream"]
@@ -245,15 +245,8 @@ class _Columns:
 
         Raises ``msgspec.DecodeError`` (and changes nothing) when ``body`` is not valid JSON.
         """
-        df = decode_piece(body) if self.work_only else None
-        if df is not None:
-            df = df.with_columns(
-                _clean_col(df["cat"]),
-                _clean_col(df["name"]),
-                pl.lit(None, pl.String).alias("bp"),
-                pl.lit(None, pl.String).alias("args"),
-            )
-        else:
+        df = decode_piece(body) if self.work_only else None  # work rows need no bp, args
+        if df is None:
             df = self._piece(b"[" + body + b"]")
         if df is not None and df.height:
             self._finish(df)
@@ -482,15 +475,10 @@ def _same(s: pl.Series) -> pl.Series:
 
 
 def _clean_col(s: pl.Series) -> pl.Series:
-    """``clean_text`` on a String column: escape control characters (rare, done in Python)."""
+    """:func:`~nprof_report.parse.ndjson.clean_column` when a distinct value needs it."""
     if not s.unique().str.contains(_CONTROL).any():  # few distinct values: look at those
         return s
-    bad = s.str.contains(_CONTROL)
-    return pl.Series(
-        s.name,
-        [clean_text(v) if b else v for v, b in zip(s.to_list(), bad.to_list(), strict=True)],
-        dtype=pl.String,
-    )
+    return clean_column(s)
 
 
 def _decode_ids(raws: list[msgspec.Raw]) -> tuple[pl.Series, pl.Series] | None:

@@ -41,7 +41,7 @@ def test_bench_small(tmp_path: Path) -> None:
         if "skipped" in row:
             assert row["stage"] == "ops"  # only the CLI may be missing
             continue
-        keys = ("time_s", "peak_rss_mib", "largest_process_mib", "time_vs_orjson", "rss_vs_file")
+        keys = ("time_s", "peak_rss_mib", "largest_process_mib", "time_vs_orjson", "rss_vs_json")
         for key in (*keys, "rss_vs_orjson"):
             assert isinstance(row[key], (int, float)) and row[key] > 0, (row["stage"], key)
     assert result["rows"][0]["time_vs_orjson"] == 1.0
