@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES
-from nprof_report.parse.kineto import TraceFrames
+from nprof_report.parse.kineto import TraceFrames, climb, rows_of
 
 KEY_AVERAGES = pl.Schema(
     {
@@ -59,38 +59,15 @@ def _codes(s: pl.Series) -> np.ndarray:
     return s.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
 
 
-def _rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Row of each ``keys`` value in ``ids`` (unique event ids), -1 when absent or null (-1)."""
-    if not len(ids) or not len(keys):
-        return np.full(len(keys), -1, dtype=np.int64)
-    order = np.argsort(ids, kind="stable")
-    pos = np.searchsorted(ids[order], keys)
-    pos = np.minimum(pos, len(ids) - 1)
-    found = ids[order[pos]] == keys
-    return np.where(found & (keys >= 0), order[pos], -1)
-
-
-def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
-    out = start.copy()
-    while True:
-        valid = out >= 0
-        bad = np.zeros(len(out), dtype=bool)
-        bad[valid] = skip[out[valid]]
-        if not bad.any():
-            return out
-        out[bad] = parent[out[bad]]
-
-
 def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Ops kept (not filtered out), and each kept op's parent as a row among the kept (-1: top).
 
     Filtered events are gone: an op is re-parented to its nearest surviving ancestor.
     """
     all_ids = all_ops["event_id"].to_numpy().astype(np.int64)
-    all_parent = _rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
+    all_parent = rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
     keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
-    up = _climb(all_parent, all_parent, ~keep)
+    up = climb(all_parent, all_parent, ~keep)
     del all_parent
     rows = np.flatnonzero(keep)
     new_row = np.full(len(all_ids), -1, dtype=np.int64)
@@ -168,9 +145,9 @@ def key_averages(
     # each chain's last removed op hands its kernels to the chain's top (surviving) op
     has_removed_child = np.bincount(parent[removed], minlength=n) > 0
     bottoms = np.flatnonzero(removed & ~has_removed_child)
-    tops = _climb(parent, parent[bottoms], removed)
+    tops = climb(parent, parent[bottoms], removed)
     kern[tops] = kern[bottoms]
-    eff = _climb(parent, parent, removed)  # the surviving parent of a surviving op
+    eff = climb(parent, parent, removed)  # the surviving parent of a surviving op
     del parent, has_removed_child, bottoms, tops
 
     live = np.flatnonzero(alive)

@@ -133,7 +133,18 @@ def _depths(parent: np.ndarray) -> np.ndarray:
     return depth
 
 
-def _climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
+def rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Row of each ``keys`` value in ``ids`` (unique event ids), -1 when absent or null (-1)."""
+    if not len(ids) or not len(keys):
+        return np.full(len(keys), -1, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    pos = np.searchsorted(ids[order], keys)
+    pos = np.minimum(pos, len(ids) - 1)
+    found = ids[order[pos]] == keys
+    return np.where(found & (keys >= 0), order[pos], -1)
+
+
+def climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
     """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
     out = start.copy()
     while True:
@@ -184,14 +195,13 @@ def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Ser
 
 
 def _step_of_op(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
-    """The ``step`` of each op in ``op_ids`` (null where null); ops are in event_id order."""
-    ids = ops["event_id"].to_numpy()
-    want = op_ids.fill_null(-1).to_numpy()
-    if not len(ids):
-        return pl.Series([None] * len(want), dtype=pl.Int32)
-    row = np.minimum(np.searchsorted(ids, want), len(ids) - 1)
-    found = pl.Series((ids[row] == want) & (want >= 0))
-    return ops["step"].gather(pl.Series(row)).zip_with(found, pl.Series([None], dtype=pl.Int32))
+    """The ``step`` of each op in ``op_ids`` (null where null or not an op)."""
+    if ops.is_empty():
+        return pl.Series([None] * len(op_ids), dtype=pl.Int32)
+    row = rows_of(ops["event_id"].to_numpy(), op_ids.fill_null(-1).to_numpy())
+    found = pl.Series(row >= 0)
+    step = ops["step"].gather(pl.Series(np.maximum(row, 0)))
+    return step.zip_with(found, pl.Series([None], dtype=pl.Int32))
 
 
 @dataclass
@@ -288,8 +298,7 @@ def _derive(
     by_ext = _launches(host)
     thread, tcode = _threads(host, by_ext)
     ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext)
-    del host
-    del thread, tcode
+    del host, thread, tcode
     if overlaps:
         notes.append(
             f"{name}: {overlaps} events partially overlap an event on the same "
@@ -439,7 +448,7 @@ def _nested_ops(
     linked = np.zeros(n, dtype=bool)
     linked[by_ext["_i"].to_numpy()] = True
     loose = np.flatnonzero((cls == "runtime").to_numpy() & ~linked)
-    encl = _climb(parent, parent[loose], ~(cls == "op").to_numpy())
+    encl = climb(parent, parent[loose], ~(cls == "op").to_numpy())
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()

@@ -34,7 +34,7 @@ import polars as pl
 
 from nprof_report.parse.load import clean_text
 
-__all__ = ["BOUNDARY", "clean_column", "decode_piece"]
+__all__ = ["BOUNDARY", "CONTROL", "clean_column", "decode_piece"]
 
 # the separator between two elements of the events array (any whitespace)
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -58,7 +58,8 @@ _I64_MIN = -(2**63)
 # (it prints 1e-05 as 0.00001 and -0.0 as -0), integers at the 64-bit edge
 _RENDERED = r"^(?:true|false|null|-0|-?0\.0000|[\[{]|-?[0-9]{19}|-?[0-9]+(?:\.[0-9]+)?[eE])"
 _NOT_STRING = {f: re.compile(rb'"%s"[ \t\r]*:[ \t\r]*[^" \t\r]' % f.encode()) for f in _TEXT_FIELDS}
-_CONTROL = r"[\x00-\x1f\x7f]"
+# a control character, which clean_text escapes
+CONTROL = r"[\x00-\x1f\x7f]"
 _SURROGATE = re.compile(rb"\\u[dD]")
 _TS_NULL = re.compile(rb'"ts"[ \t\r\n]*:[ \t\r\n]*null')
 _NAN = math.nan
@@ -99,7 +100,7 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
             for c in _TEXT_FIELDS
         ),
         *(
-            pl.col(c).unique().str.contains(_CONTROL).fill_null(False).any().alias(f"ctl_{c}")
+            pl.col(c).unique().str.contains(CONTROL).fill_null(False).any().alias(f"ctl_{c}")
             for c in ("cat", "name")
         ),
     ).row(0, named=True)
@@ -123,7 +124,7 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
 
 def clean_column(s: pl.Series) -> pl.Series:
     """``clean_text`` on a String column: control characters as ``\\xNN`` (rare: in Python)."""
-    bad = s.str.contains(_CONTROL)
+    bad = s.str.contains(CONTROL)
     if not bad.any():
         return s
     return pl.Series(

@@ -43,13 +43,13 @@ from nprof_report.errors import InputError, NprofError
 from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.sources import LoadedSource, load_source, needs_all_events
+from nprof_report.parse.split import DECODE_WORKERS_ENV
 
 PEAK_FACTOR = 3.5
 GZIP_RATIO = 10
 WORKER_RSS = 100 << 20  # a fresh interpreter with polars and the parser imported
 MEMORY_SHARE = 0.75
 AUTO_MIN_BYTES = 256 << 20
-DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"  # processes the split decoder of one trace may use
 
 Task = tuple[int, int]  # (index of the source, estimated peak bytes)
 

@@ -46,6 +46,7 @@ from nprof_report.parse.stream import (
     _Columns,
     _Fallback,
     _Reader,
+    counter_notes,
     read_trace_stream,
 )
 
@@ -58,11 +59,12 @@ _PARENT_WEIGHT = 0.9
 _GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not worth decompressing
 _GUNZIP_BLOCK = 4 << 20
 _WORKER = [sys.executable, "-m", __name__]
+DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"
 
 
 def default_workers() -> int:
-    """Processes to decode with: ``NPROF_DECODE_WORKERS``, else the CPUs this process may use."""
-    env = os.environ.get("NPROF_DECODE_WORKERS")
+    """Processes to decode with: :data:`DECODE_WORKERS_ENV`, else the CPUs this process may use."""
+    env = os.environ.get(DECODE_WORKERS_ENV)
     if env and env.isdigit():
         return max(1, int(env))
     try:
@@ -170,26 +172,19 @@ def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: i
             codes = [p.wait() for p in procs]
         if last is None or any(codes):
             return None
-        cols, doc, notes = last
+        cols, doc = last
         frames, offset = [], 0
-        bad = negative = escaped = 0
+        bad, negative, escaped = cols.bad, cols.negative, cols.escaped
         for i in range(len(spans)):
             rows, counters = _outputs(tmp, i)
             meta = json.loads(Path(counters).read_text())
-            frames.append(pl.read_ipc(rows))
-            offset_before = offset
-            frames[-1] = frames[-1].with_columns(pl.col("event_id") + offset_before)
+            frames.append(pl.read_ipc(rows).with_columns(pl.col("event_id") + offset))
             offset += meta["events"]
             bad, negative = bad + meta["bad"], negative + meta["negative"]
             escaped += meta["escaped"]
         frames.append(cols.frame().with_columns(pl.col("event_id") + offset))
     events = pl.concat([f.cast(WORK_EVENTS) for f in frames], how="vertical", rechunk=False)
-    bad, negative = bad + cols.bad, negative + cols.negative
-    if bad:
-        notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
-    if negative:
-        notes.append(f"{path.name}: {negative} events had a negative duration, read as 0")
-    return assemble(path, doc, events, notes, escaped + cols.escaped)
+    return assemble(path, doc, events, counter_notes(path, bad, negative), escaped)
 
 
 def _outputs(tmp: str, part: int) -> tuple[str, str]:
@@ -199,7 +194,7 @@ def _outputs(tmp: str, part: int) -> tuple[str, str]:
 
 def _read_last(
     path: Path, start: int, prefix: bytes | None, array_format: bool, chunk_bytes: int
-) -> tuple[_Columns, dict[str, object], list[str]] | None:
+) -> tuple[_Columns, dict[str, object]] | None:
     """The last part, up to the end of the file (the parent's own share); None when not clean."""
     cols = _Columns(True)
     rd = _Reader(path, chunk_bytes, cols, (start, None, b""))
@@ -211,7 +206,7 @@ def _read_last(
         rd.src.close()
     if close is None or rd.notes:
         return None
-    return cols, doc, rd.notes
+    return cols, doc
 
 
 def _worker(argv: list[str]) -> int:

@@ -69,7 +69,7 @@ from nprof_report.parse.load import (
     orjson_int,
     read_trace,
 )
-from nprof_report.parse.ndjson import BOUNDARY, clean_column, decode_piece
+from nprof_report.parse.ndjson import BOUNDARY, CONTROL, clean_column, decode_piece
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
 __all__ = ["read_trace_stream"]
@@ -137,7 +137,6 @@ _TOK = re.compile(rb'"(?:[^"\\]|\\.)*"|["{}\[\]:]', re.S)
 _WS = b" \t\r\n"
 # args text that orjson.dumps may write differently from the compacted input
 _REENCODE = r"\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}"
-_CONTROL = r"[\x00-\x1f\x7f]"
 _MAX_CUT_TRIES = 4
 # EVENTS with its Categorical columns as text: a piece's frame before it is stored
 _TEXT_EVENTS = pl.Schema({n: pl.String if t == pl.Categorical() else t for n, t in EVENTS.items()})
@@ -231,7 +230,6 @@ class _Columns:
 
     def __init__(self, work_only: bool) -> None:
         self.work_only = work_only
-        self.keep_args = not work_only
         self.schema = WORK_EVENTS if work_only else EVENTS
         self.frames: list[pl.DataFrame] = []
         self.index = 0  # event_id of the next event (position in traceEvents)
@@ -256,7 +254,7 @@ class _Columns:
         """Typed msgspec decode of a piece (None: the piece went through the slow path)."""
         raws: list[msgspec.Raw] = []
         evs: list[Any]
-        if self.keep_args:
+        if not self.work_only:
             text = msgspec.json.format(text, indent=-1)
             try:
                 evs = _EV_DEC.decode(text)
@@ -302,7 +300,7 @@ class _Columns:
                 ext,
                 corr,
                 _args_text(raws)
-                if self.keep_args
+                if not self.work_only
                 else pl.repeat(None, n, dtype=pl.String, eager=True).alias("args"),
             ]
         )
@@ -336,6 +334,7 @@ class _Columns:
         )
         self.index += n
         kept = events.filter(WORK_ROWS) if self.work_only else events
+        times = {"ts_ns": _ns(ts), "dur_ns": _ns(pl.when(dur < 0).then(0.0).otherwise(dur))}
         counts, rows = pl.collect_all(
             [
                 events.select(
@@ -343,13 +342,9 @@ class _Columns:
                     (dur < 0).sum().alias("negative"),
                     pl.col("name").str.contains(ESCAPED_NAME).sum().alias("escaped"),
                 ),
-                kept.select(
-                    *(c for c in self.schema.names() if c not in ("ts_ns", "dur_ns")),
-                    _ns(ts).alias("ts_ns"),
-                    _ns(pl.when(dur < 0).then(0.0).otherwise(dur)).alias("dur_ns"),
-                )
-                .select(self.schema.names())
-                .cast(self.schema),
+                kept.select(times.get(c, pl.col(c)).alias(c) for c in self.schema.names()).cast(
+                    self.schema
+                ),
             ]
         )
         events_kept, negative, escaped = counts.row(0)
@@ -396,7 +391,7 @@ class _Columns:
             ext = args.get("External id", args.get("external id")) if args else None
             cols["external_id"].append(as_int(ext))
             cols["correlation"].append(as_int(args.get("correlation")) if args else None)
-            if self.keep_args:
+            if not self.work_only:
                 cols["args"].append(orjson.dumps(args).decode() if args else None)
             else:
                 cols["args"].append(None)
@@ -476,7 +471,7 @@ def _same(s: pl.Series) -> pl.Series:
 
 def _clean_col(s: pl.Series) -> pl.Series:
     """:func:`~nprof_report.parse.ndjson.clean_column` when a distinct value needs it."""
-    if not s.unique().str.contains(_CONTROL).any():  # few distinct values: look at those
+    if not s.unique().str.contains(CONTROL).any():  # few distinct values: look at those
         return s
     return clean_column(s)
 
@@ -859,10 +854,15 @@ def _read(path: Path, work_only: bool, chunk_bytes: int) -> Trace:
         doc = {} if close is None else rd.finish(prefix, close)
     finally:
         rd.src.close()
-    events = cols.frame()
-    notes = rd.notes
-    if cols.bad:
-        notes.append(f"{path.name}: skipped {cols.bad} events with a missing or mistyped ts")
-    if cols.negative:
-        notes.append(f"{path.name}: {cols.negative} events had a negative duration, read as 0")
-    return assemble(path, doc, events, notes, cols.escaped)
+    notes = rd.notes + counter_notes(path, cols.bad, cols.negative)
+    return assemble(path, doc, cols.frame(), notes, cols.escaped)
+
+
+def counter_notes(path: Path, bad: int, negative: int) -> list[str]:
+    """read_trace's notes on skipped events and negative durations."""
+    notes = []
+    if bad:
+        notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
+    if negative:
+        notes.append(f"{path.name}: {negative} events had a negative duration, read as 0")
+    return notes

@@ -22,6 +22,18 @@ import matplotlib.pyplot as plt
 
 SHADES = ["#222222", "#777777", "#bbbbbb", "#444444", "#999999", "#dddddd"]
 HATCHES = ["", "//", "..", "xx", "\\\\", "++"]
+
+
+def _series_style(i: int) -> dict[str, Any]:
+    """Fill of the ``i``-th bar series: a shade and a hatch, outlined."""
+    return {
+        "color": SHADES[i % len(SHADES)],
+        "hatch": HATCHES[i % len(HATCHES)],
+        "edgecolor": "black",
+        "linewidth": 0.5,
+    }
+
+
 _RC: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "nprof-report",
@@ -76,11 +88,8 @@ def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: 
                 labels,
                 values,
                 left=left,
-                color=SHADES[i % len(SHADES)],
-                hatch=HATCHES[i % len(HATCHES)],
-                edgecolor="black",
-                linewidth=0.5,
                 label=name,
+                **_series_style(i),
             )
             left = [a + b for a, b in zip(left, values)]
         ax.set_xlabel(xlabel)
@@ -104,11 +113,8 @@ def paired_bars(labels: list[str], series: dict[str, list[float | None]], xlabel
                 ys,
                 vals,
                 height=height,
-                color=SHADES[i % len(SHADES)],
-                hatch=HATCHES[i % len(HATCHES)],
-                edgecolor="black",
-                linewidth=0.5,
                 label=name,
+                **_series_style(i),
             )
         ax.set_yticks([k + height * (n - 1) / 2 for k in range(len(labels))], labels)
         ax.set_xlabel(xlabel)

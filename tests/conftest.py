@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT / "fixtures" / "public"
+
+# constructed Neuron trees and what they were built with (fixtures/neuron/make_neuron_fixtures.py)
+NEURON = ROOT / "fixtures" / "neuron"
+NEURON_EXPECTED: dict[str, Any] = json.loads((NEURON / "expected.json").read_text())
+NEURON_TREES: dict[str, Any] = NEURON_EXPECTED["trees"]
 
 PUBLIC_TRACES = {
     "cpu": PUBLIC / "kineto-cpu-only-gloo-rank34.pt.trace.json",

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import polars as pl
 import pytest
 
 from nprof_report.parse.inputs import resolve
 from nprof_report.report.analyses import analyse
 from nprof_report.report.breakdown import GAP_CAUSES, device_gaps, merge_intervals, op_context
-from tests.conftest import PUBLIC_TRACES
-
-NEURON = Path(__file__).resolve().parents[1] / "fixtures" / "neuron"
+from tests.conftest import NEURON, NEURON_TREES, PUBLIC_TRACES
 
 
 def test_merge_intervals() -> None:
@@ -95,7 +90,7 @@ def test_gap_cause_synchronization_when_host_waits_outside_ops() -> None:
 
 def test_neuron_chain_and_timeline() -> None:
     a = analyse(resolve(NEURON / "eager_naive").sources[0])
-    expected = json.loads((NEURON / "expected.json").read_text())["trees"]["eager_naive"]
+    expected = NEURON_TREES["eager_naive"]
     chain = {c["op"]: c for c in a.chains}
     mean = chain["aten::mean"]
     assert mean["device_us_per_call"] == pytest.approx(

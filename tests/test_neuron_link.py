@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 import orjson
 import polars as pl
@@ -25,10 +23,8 @@ from nprof_report.parse.neuron import (
 from nprof_report.parse.neuron_link import merge_executions
 from nprof_report.parse.neuron_load import SYSTEM_EVENTS, conform
 from nprof_report.parse.schema import EVENTS
+from tests.conftest import NEURON, NEURON_TREES
 
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "neuron"
-EXPECTED: dict[str, Any] = json.loads((FIX / "expected.json").read_text())
-TREES: dict[str, Any] = EXPECTED["trees"]
 MAIN = ["eager_naive", "fused", "compiled", "legacy_fused"]
 
 
@@ -63,14 +59,14 @@ def kineto_events(path: Path) -> pl.DataFrame:
 
 
 def session(key: str) -> tuple[NeuronData, pl.DataFrame]:
-    (s,) = find_sessions(FIX / TREES[key]["session"])
+    (s,) = find_sessions(NEURON / NEURON_TREES[key]["session"])
     data = load_session(s)
     ev = kineto_events(s.trace_json) if s.trace_json else pl.DataFrame(schema=EVENTS)
     return data, ev
 
 
 def steps_of(key: str) -> list[tuple[int, int]]:
-    return [(s["start_ns"], s["end_ns"]) for s in TREES[key]["steps"]]
+    return [(s["start_ns"], s["end_ns"]) for s in NEURON_TREES[key]["steps"]]
 
 
 # ---------------------------------------------------------------- per-op device time
@@ -87,7 +83,7 @@ def test_device_time_per_op_equals_what_fixtures_were_built_with(key: str) -> No
         .group_by("name")
         .agg(pl.col("device_ns").sum())
     )
-    assert dict(ops.iter_rows()) == TREES[key]["device_ns_by_op"]
+    assert dict(ops.iter_rows()) == NEURON_TREES[key]["device_ns_by_op"]
 
 
 def test_op_rows_point_at_cpu_ops_and_driver_rows_at_driver_events() -> None:
@@ -98,15 +94,15 @@ def test_op_rows_point_at_cpu_ops_and_driver_rows_at_driver_events() -> None:
     assert set(dt.filter(pl.col("kind") == "op")["cat"]) == {"cpu_op"}
     assert set(dt.filter(pl.col("kind") == "op")["name"]) == {"aten::_fused_rms_norm"}
     assert set(dt.filter(pl.col("kind") == "driver")["cat"]) == {"privateuse1_driver"}
-    assert dt["method"].str.starts_with("external_id>").sum() == len(TREES["fused"]["steps"])
+    assert dt["method"].str.starts_with("external_id>").sum() == len(NEURON_TREES["fused"]["steps"])
 
 
 def test_device_time_from_a_run_folder_picks_the_trace_process() -> None:
     # Root above all three RMSNorm trees: only the session of the trace's pid is used.
     _, ev = session("compiled")
-    dt = neuron_device_time_by_event(ev, FIX)
+    dt = neuron_device_time_by_event(ev, NEURON)
     assert dt.filter(pl.col("kind") == "op")["device_ns"].sum() == sum(
-        TREES["compiled"]["device_ns_by_op"].values()
+        NEURON_TREES["compiled"]["device_ns_by_op"].values()
     )
 
 
@@ -122,7 +118,7 @@ def test_link_a_driver_to_runtime_by_sequence_id() -> None:
     # each driver event reaches exactly its submit and its wait
     per = links.driver_rt.group_by("event_id").agg(pl.col("rt_name").sort())
     assert set(map(tuple, per["rt_name"].to_list())) == {("kbl_exec_wait", "nrt_model_submit")}
-    exp_seq = [e["nrt_sequence_id"] for e in TREES["eager_naive"]["executions"]]
+    exp_seq = [e["nrt_sequence_id"] for e in NEURON_TREES["eager_naive"]["executions"]]
     assert sorted(links.driver_rt["nrt_sequence_id"].unique()) == sorted(exp_seq)
 
 
@@ -177,7 +173,7 @@ def test_link_b_ambiguous_without_model_falls_back_to_nearest_start() -> None:
 def test_link_c_merges_the_two_physical_core_rows(key: str) -> None:
     data, _ = session(key)
     ex = correlate(data).executions
-    exp = TREES[key]["executions"]
+    exp = NEURON_TREES[key]["executions"]
     assert ex.height == len(exp)
     assert (ex["n_rows"] == 2).all()
     assert ex["pcore_idxs"].to_list() == [[0, 1]] * len(exp)
@@ -194,7 +190,7 @@ def test_link_c_union_is_not_the_sum_of_the_rows() -> None:
     rows = data.events.filter(pl.col("event_id").is_in(x["hw_ids"]))
     assert x["dur_ns"] < rows["dur_ns"].sum()
     assert x["dur_ns"] > rows["dur_ns"].max()
-    skew_start, skew_end = TREES["two_pcores"]["pcore1_skew_ns"]
+    skew_start, skew_end = NEURON_TREES["two_pcores"]["pcore1_skew_ns"]
     # core 1 runs [s+a, s+d+b] against core 0's [s, s+d]: the union is d + b, the hull
     assert skew_start > 0
     assert x["dur_ns"] == rows["dur_ns"].max() + skew_end == x["end_ns"] - x["start_ns"]
@@ -232,8 +228,8 @@ def test_merge_union_matches_brute_force(spans: list[tuple[int, int]]) -> None:
 def test_link_d_model_mode_neff_and_device_profile(key: str) -> None:
     data, _ = session(key)
     files = correlate(data).exec_files
-    models = TREES[key]["models"]
-    assert files.height == len(TREES[key]["executions"])
+    models = NEURON_TREES[key]["models"]
+    assert files.height == len(NEURON_TREES[key]["executions"])
     for r in files.iter_rows(named=True):
         assert Path(r["neff_path"]).name == f"neff_{r['model_id']}_vnc_0.neff"
         assert r["device_ns"] == models[r["model_id"]]["summary_total_time_ns"]
@@ -248,7 +244,7 @@ def test_link_d_session_ntff_by_execution_info_order() -> None:
     assert {Path(p).name for p in files["ntff_path"]} == {"profile_nc_0_session_0.ntff"}
     ex = correlate(data).executions.join(files, on="exec_key")
     # ExecutionInfo spans were built from the core-0 device time (union minus the core-1 tail)
-    skew_end = TREES["multi_neff_session"]["pcore1_skew_ns"][1]
+    skew_end = NEURON_TREES["multi_neff_session"]["pcore1_skew_ns"][1]
     assert (ex["device_ns"] == ex["dur_ns"] - skew_end).all()
 
 
@@ -269,7 +265,7 @@ def test_runtime_only_capture_has_no_framework_links() -> None:
     links = correlate(data, None)
     assert links.driver_rt.height == 0
     assert links.device_by_driver.height == 0
-    assert links.executions.height == len(TREES["runtime_only"]["executions"])
+    assert links.executions.height == len(NEURON_TREES["runtime_only"]["executions"])
 
 
 # ---------------------------------------------------------------- clocks
@@ -281,11 +277,11 @@ def test_clock_alignment_measures_the_constructed_offsets(key: str) -> None:
     c = neuron_figures(data, steps_of(key), ev).clock
     n_x = ev.filter(pl.col("ph") == "X").height - 1  # minus the profiler span (no copy)
     assert c.framework_matches == n_x
-    assert c.framework_offset_ns == TREES[key]["fw_offset_ns"]
-    assert c.framework_error_ns == TREES[key]["fw_offset_ns"]
-    assert c.sync_points == len(TREES[key]["steps"])
-    assert c.sync_checked == 2 * len(TREES[key]["executions"])
-    assert c.sync_residual_ns == TREES[key]["sync_residual_ns"]
+    assert c.framework_offset_ns == NEURON_TREES[key]["fw_offset_ns"]
+    assert c.framework_error_ns == NEURON_TREES[key]["fw_offset_ns"]
+    assert c.sync_points == len(NEURON_TREES[key]["steps"])
+    assert c.sync_checked == 2 * len(NEURON_TREES[key]["executions"])
+    assert c.sync_residual_ns == NEURON_TREES[key]["sync_residual_ns"]
 
 
 # ---------------------------------------------------------------- figures
@@ -295,8 +291,8 @@ def test_clock_alignment_measures_the_constructed_offsets(key: str) -> None:
 def test_step_figures_equal_the_constructed_counts(key: str) -> None:
     data, ev = session(key)
     figs = neuron_figures(data, steps_of(key), ev)
-    assert len(figs.steps) == len(TREES[key]["steps"])
-    for got, want in zip(figs.steps, TREES[key]["steps"], strict=True):
+    assert len(figs.steps) == len(NEURON_TREES[key]["steps"])
+    for got, want in zip(figs.steps, NEURON_TREES[key]["steps"], strict=True):
         lat = want["submit_to_start_ns"]
         assert got.submit_to_start_max_ns == max(lat)
         assert got.submit_to_start_median_ns == int(statistics.median(lat))
@@ -335,12 +331,12 @@ def session_steps(key: str) -> tuple[NeuronData, list[tuple[int, int]], pl.DataF
 @pytest.mark.parametrize("key", ["eager_naive", "fused", "compiled"])
 def test_device_summary_weighted_figures(key: str) -> None:
     figs = neuron_figures(*session_steps(key))
-    want = TREES[key]["weighted"]
+    want = NEURON_TREES[key]["weighted"]
     for eng in ("tensor", "vector", "scalar", "gpsimd", "sync", "dma"):
         assert figs.device.engine_active_percent[eng] == pytest.approx(want[eng])
     assert figs.device.mfu_estimated_percent == pytest.approx(want["mfu"])
     assert figs.device.mbu_estimated_percent == pytest.approx(want["mbu"])
-    assert figs.device.per_model.height == len(TREES[key]["models"])
+    assert figs.device.per_model.height == len(NEURON_TREES[key]["models"])
 
 
 def test_no_device_profile_gives_empty_device_figures_and_a_warning() -> None:

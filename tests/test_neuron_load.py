@@ -25,14 +25,11 @@ from nprof_report.parse.neuron_load import (
     load_system_events_parquet,
     load_system_profile_json,
 )
-
-FIX = Path(__file__).resolve().parents[1] / "fixtures" / "neuron"
-EXPECTED: dict[str, Any] = json.loads((FIX / "expected.json").read_text())
-TREES: dict[str, Any] = EXPECTED["trees"]
+from tests.conftest import NEURON, NEURON_EXPECTED, NEURON_TREES
 
 
 def session_dir(key: str) -> Path:
-    return FIX / TREES[key]["session"]
+    return NEURON / NEURON_TREES[key]["session"]
 
 
 def load(key: str, **kw: Any) -> Any:
@@ -44,8 +41,8 @@ def load(key: str, **kw: Any) -> Any:
 
 
 def test_find_sessions_whole_fixture_folder_finds_every_constructed_session() -> None:
-    found = {s.path.resolve() for s in find_sessions(FIX)}
-    assert found == {session_dir(k).resolve() for k in TREES}
+    found = {s.path.resolve() for s in find_sessions(NEURON)}
+    assert found == {session_dir(k).resolve() for k in NEURON_TREES}
 
 
 @pytest.mark.parametrize("level", [0, 1, 2])
@@ -54,8 +51,8 @@ def test_find_sessions_from_any_level_down_to_the_session(level: int) -> None:
     root = [sess.parents[1], sess.parent, sess][level]
     (s,) = find_sessions(root)
     assert s.path == sess
-    assert s.instance_id == EXPECTED["instance_id"]
-    assert s.process_id == TREES["fused"]["pid"]
+    assert s.instance_id == NEURON_EXPECTED["instance_id"]
+    assert s.process_id == NEURON_TREES["fused"]["pid"]
     assert s.trace_json is not None
     assert s.trace_json.name == "trace.json"
     assert {p.name for p in s.pb_files} == {"ntrace.pb", "trace_info.pb"}
@@ -63,9 +60,9 @@ def test_find_sessions_from_any_level_down_to_the_session(level: int) -> None:
 
 def test_neff_names_give_model_ids() -> None:
     (s,) = find_sessions(session_dir("eager_naive"))
-    assert sorted(n.model_id for n in s.neffs) == sorted(TREES["eager_naive"]["models"])
+    assert sorted(n.model_id for n in s.neffs) == sorted(NEURON_TREES["eager_naive"]["models"])
     assert all(n.vnc == 0 for n in s.neffs)
-    assert len(s.device_profile_dirs) == len(TREES["eager_naive"]["models"])
+    assert len(s.device_profile_dirs) == len(NEURON_TREES["eager_naive"]["models"])
     # split system table: both parts, in part order
     (sysdir,) = s.system_profile_dirs
     parts = [p.name for p in sysdir.files("SystemProfileEvents")]
@@ -73,7 +70,7 @@ def test_neff_names_give_model_ids() -> None:
 
 
 def test_inspect_layout_without_timestamp_level_and_instid_ntffs() -> None:
-    (s,) = find_sessions(FIX / "edge" / "runtime_only")
+    (s,) = find_sessions(NEURON / "edge" / "runtime_only")
     assert s.instance_id == "i-012590440bb9fd263"
     assert s.process_id == 98399
     assert s.trace_json is None
@@ -91,7 +88,7 @@ def test_session_mode_ntff_is_recognised() -> None:
     (ntff,) = s.ntffs
     assert ntff.is_session
     assert (ntff.nc_idx, ntff.session_idx, ntff.model_id) == (0, 0, None)
-    assert len(s.neffs) == len(TREES["multi_neff_session"]["models"]) == 3
+    assert len(s.neffs) == len(NEURON_TREES["multi_neff_session"]["models"]) == 3
 
 
 def test_bare_explorer_output_is_its_own_session() -> None:
@@ -134,7 +131,7 @@ def test_parquet_events_follow_schema_and_documented_fields() -> None:
     assert ev.schema == SYSTEM_EVENTS
     assert set(ev["source"].unique()) == {"framework", "neuron_rt", "neuron_hw"}
     hw = ev.filter(pl.col("name") == "nc_exec_running")
-    assert hw.height == 2 * len(TREES["eager_naive"]["executions"])
+    assert hw.height == 2 * len(NEURON_TREES["eager_naive"]["executions"])
     assert hw["model_id"].null_count() == 0
     assert set(hw["pcore_idx"]) == {0, 1}
     # framework rows: " [trace.json]" stripped, original kept
@@ -142,7 +139,7 @@ def test_parquet_events_follow_schema_and_documented_fields() -> None:
     assert fw["name_raw"].str.ends_with(" [trace.json]").all()
     assert not fw["name"].str.contains(r"\[").any()
     # the sequence id of framework driver rows comes out of extra_attributes_json
-    seqs = {e["nrt_sequence_id"] for e in TREES["eager_naive"]["executions"]}
+    seqs = {e["nrt_sequence_id"] for e in NEURON_TREES["eager_naive"]["executions"]}
     assert set(fw["nrt_sequence_id"].drop_nulls()) == seqs
     assert (ev["end_ns"] - ev["start_ns"] == ev["dur_ns"]).all()
 
@@ -195,14 +192,14 @@ def test_legacy_json_loads_the_same_events_as_parquet() -> None:
     assert (
         leg.select(cols).sort("start_ns", "name").equals(par.select(cols).sort("start_ns", "name"))
     )
-    assert set(leg["process_id"]) == {TREES["legacy_fused"]["pid"]}
+    assert set(leg["process_id"]) == {NEURON_TREES["legacy_fused"]["pid"]}
 
 
 def test_legacy_variant_trace_events_args_and_microseconds() -> None:
     # dropped_events writes 'trace_events', attributes under 'args', timestamp_unit "us"
     d = load("dropped_events")
     hw = d.events.filter(pl.col("name") == "nc_exec_running").sort("start_ns")
-    exp = TREES["dropped_events"]["executions"]
+    exp = NEURON_TREES["dropped_events"]["executions"]
     assert hw["start_ns"].min() == min(e["start_ns"] for e in exp)  # exact ns through µs text
     assert hw.group_by("flow_ids").agg(pl.col("end_ns").max())["end_ns"].to_list() == [
         e["end_ns"] for e in exp
@@ -289,7 +286,7 @@ def test_device_tables_model_mode() -> None:
     assert d.summary.schema == DEVICE_SUMMARY
     assert d.instruction.schema == DEVICE_INSTRUCTION
     assert d.execution_info.schema == DEVICE_EXECUTION_INFO
-    models = TREES["eager_naive"]["models"]
+    models = NEURON_TREES["eager_naive"]["models"]
     got = dict(d.summary.select("model_id", "total_time_ns").iter_rows())
     assert got == {m: v["summary_total_time_ns"] for m, v in models.items()}
     assert set(d.instruction["engine"]) == {"vector", "scalar", "sync"}  # "Scalar" lower-cased
@@ -313,7 +310,7 @@ def test_legacy_device_json_matches_parquet_device_tables() -> None:
 
 def test_session_profile_execution_info_names_several_neffs() -> None:
     d = load("multi_neff_session")
-    exp = TREES["multi_neff_session"]
+    exp = NEURON_TREES["multi_neff_session"]
     assert d.execution_info.height == len(exp["executions"])
     assert d.execution_info["model_id"].to_list() == [e["model_id"] for e in exp["executions"]]
     assert d.summary["model_id"].to_list() == [None]  # one profile for several NEFFs
@@ -321,7 +318,7 @@ def test_session_profile_execution_info_names_several_neffs() -> None:
 
 def test_framework_mapping_loader() -> None:
     d = load("framework_mapping")
-    exp = TREES["framework_mapping"]["executions"]
+    exp = NEURON_TREES["framework_mapping"]["executions"]
     assert d.framework_mapping["nrt_sequence_id"].to_list() == [e["nrt_sequence_id"] for e in exp]
     assert d.framework_mapping["seq_nr"].to_list() == [e["seq_nr"] for e in exp]
 

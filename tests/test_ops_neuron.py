@@ -9,24 +9,22 @@ import pytest
 from click.testing import CliRunner
 
 from nprof_report.cli import cli
-
-NEURON = Path(__file__).resolve().parents[1] / "fixtures" / "neuron"
-EXPECTED = json.loads((NEURON / "expected.json").read_text())["trees"]
+from tests.conftest import NEURON, NEURON_TREES
 
 
 @pytest.mark.parametrize("tree", ["eager_naive", "fused", "compiled"])
 def test_ops_device_time_equals_what_the_fixture_was_built_with(tree: str) -> None:
-    session = NEURON / EXPECTED[tree]["session"]
+    session = NEURON / NEURON_TREES[tree]["session"]
     # any folder from the tree down to the session folder
     for folder in (NEURON / tree, session):
         result = CliRunner().invoke(cli, ["ops", str(folder), "--format", "json"])
         assert result.exit_code == 0, result.output
         rows = {r["name"]: r for r in json.loads(result.output)}
-        for op, device_ns in EXPECTED[tree]["device_ns_by_op"].items():
+        for op, device_ns in NEURON_TREES[tree]["device_ns_by_op"].items():
             assert rows[op]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6), op
         step = rows["ProfilerStep*"]
         assert step["device_total_us"] == pytest.approx(
-            sum(EXPECTED[tree]["device_ns_by_op"].values()) / 1000, abs=1e-6
+            sum(NEURON_TREES[tree]["device_ns_by_op"].values()) / 1000, abs=1e-6
         )
         # runtime and driver calls keep rows of their own, with no device time
         runtime = [r for n, r in rows.items() if n.endswith("[privateuse1_driver]")]

@@ -18,9 +18,9 @@ import pytest
 import tinyhtml5
 
 from nprof_report.report.build import build_report
+from tests.conftest import NEURON, NEURON_TREES
 
 ROOT = Path(__file__).resolve().parents[1]
-NEURON = ROOT / "fixtures" / "neuron"
 GOLDEN = ROOT / "tests" / "golden" / "neuron-report-outline.txt"
 NS = "{http://www.w3.org/1999/xhtml}"
 
@@ -137,7 +137,7 @@ def test_neuron_report_reads_as_a_write_up(neuron_report: Path) -> None:
 
 
 def test_neuron_report_figures_equal_what_the_fixtures_were_built_with(neuron_report: Path) -> None:
-    expected = json.loads((NEURON / "expected.json").read_text())["trees"]
+    expected = NEURON_TREES
     summary = json.loads((neuron_report / "summary.json").read_text())
     for impl, tree in zip(summary["implementations"], ("eager_naive", "fused", "compiled")):
         want = expected[tree]
