@@ -71,7 +71,7 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
     the key is missing; None when the exact path must decode the piece (which also tells an
     invalid piece from a lenient read).
     """
-    if _SURROGATE.search(body):
+    if b"\\u" in body and _SURROGATE.search(body):
         return None
     body = body.replace(b"\n", b"\t")
     if not body.strip(b" \t\r"):

@@ -247,7 +247,9 @@ class _Columns:
         if df is None:
             df = self._piece(b"[" + body + b"]")
         if df is not None and df.height:
-            self._finish(df)
+            # a decoded name holds a backslash (or a control character, which clean_text
+            # escapes with one) only where the text has a backslash escape or a raw DEL
+            self._finish(df, escapes=b"\\" in body or b"\x7f" in body)
 
     # -- fast path: columns of a piece, ts/dur still in us (NaN marks a missing key) ----------
     def _piece(self, text: bytes) -> pl.DataFrame | None:
@@ -305,7 +307,7 @@ class _Columns:
             ]
         )
 
-    def _finish(self, df: pl.DataFrame) -> None:
+    def _finish(self, df: pl.DataFrame, *, escapes: bool) -> None:
         """read_trace's per-event rules, vectorised, on a piece's columns; store the kept rows.
 
         One plan, two results (``collect_all`` computes the shared part once): the counters over
@@ -340,7 +342,11 @@ class _Columns:
                 events.select(
                     pl.len().alias("events"),
                     (dur < 0).sum().alias("negative"),
-                    pl.col("name").str.contains(ESCAPED_NAME).sum().alias("escaped"),
+                    (
+                        pl.col("name").str.contains(ESCAPED_NAME).sum()
+                        if escapes
+                        else pl.lit(0, pl.UInt32)
+                    ).alias("escaped"),
                 ),
                 kept.select(times.get(c, pl.col(c)).alias(c) for c in self.schema.names()).cast(
                     self.schema
