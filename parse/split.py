@@ -235,14 +235,13 @@ def _worker(argv: list[str]) -> int:
     rd = _Reader(path, chunk, cols, (start, end, b"" if end is None else b"]"))
     try:
         close = rd.events()
-        clean = close is not None and not rd.notes
-        if clean and end is not None:
-            clean = not rd.buf[close + 1 :].strip()
+        if close is not None and (rd.notes or (end is not None and rd.buf[close + 1 :].strip())):
+            close = None  # damaged, or more than the part's own array
     except Exception:  # any failure sends the parent to the sequential loader
-        clean = False
+        close = None
     finally:
         rd.src.close()
-    if not clean or close is None:
+    if close is None:
         return 3
     cols.frame().write_ipc(out, compression="uncompressed")
     counters = {"events": cols.index, "bad": cols.bad, "negative": cols.negative}
