@@ -56,7 +56,7 @@ def _key(name: pl.Expr) -> pl.Expr:
 
 def _codes(s: pl.Series) -> np.ndarray:
     """Integer codes of equal strings (equal strings, equal codes)."""
-    return s.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64)
+    return s.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64, copy=False)
 
 
 def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -64,8 +64,8 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
 
     Filtered events are gone: an op is re-parented to its nearest surviving ancestor.
     """
-    all_ids = all_ops["event_id"].to_numpy().astype(np.int64)
-    all_parent = rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64))
+    all_ids = all_ops["event_id"].to_numpy().astype(np.int64, copy=False)
+    all_parent = rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False))
     keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
     up = climb(all_parent, all_parent, ~keep)
     del all_parent

@@ -408,7 +408,7 @@ def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.nd
         host.select("pid", "tid")
         .join(pairs, on=["pid", "tid"], how="left", nulls_equal=True, maintain_order="left")["_t"]
         .to_numpy()
-        .astype(np.int64)
+        .astype(np.int64, copy=False)
     )
     moved = by_ext.filter(
         pl.col("tid").eq_missing(pl.col("_jtid"))
@@ -428,9 +428,9 @@ def _nested_ops(
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """``OPS`` rows (without ``step``), the op->runtime links, and the partial-overlap count."""
     n = host.height
-    ids = host["event_id"].to_numpy().astype(np.int64)
-    starts = host["ts_ns"].to_numpy().astype(np.int64)
-    durs = host["dur_ns"].to_numpy().astype(np.int64)
+    ids = host["event_id"].to_numpy().astype(np.int64, copy=False)
+    starts = host["ts_ns"].to_numpy().astype(np.int64, copy=False)
+    durs = host["dur_ns"].to_numpy().astype(np.int64, copy=False)
     ends = starts + durs
     order = np.lexsort((-ends, starts, tcode))  # stable: ties keep file order
     p_sorted, d_sorted, overlaps = _nest(tcode[order], starts[order], ends[order])

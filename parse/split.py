@@ -148,7 +148,7 @@ def _worker_env(workers: int) -> dict[str, str]:
 
     Each worker decodes one piece after another, allocating and freeing the same sizes; by
     default glibc hands each 8 MB buffer back to the kernel and faults it in again, which cost a
-    fifth of the CPU time here. A fixed mmap threshold (32 MiB) and a trim threshold of 64 MiB keep
+    tenth of the time here. A fixed mmap threshold (32 MiB) and a trim threshold of 64 MiB keep
     those buffers in the heap; measured on a 530 MB trace: 0.6 s less per worker, same peak.
     Values already set by the user win.
     """
