@@ -65,7 +65,9 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
     Filtered events are gone: an op is re-parented to its nearest surviving ancestor.
     """
     all_ids = all_ops["event_id"].to_numpy().astype(np.int64, copy=False)
-    all_parent = rows_of(all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False))
+    all_parent = rows_of(
+        all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
+    )
     keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
     up = climb(all_parent, all_parent, ~keep)
     del all_parent
