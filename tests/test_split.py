@@ -152,3 +152,37 @@ def test_damaged_gzip_and_small_files_read_sequentially(
     read_trace_split(PUBLIC[0], workers=2)  # below the default size threshold
     read_trace_split(PUBLIC[0], workers=1, min_bytes=0)
     assert calls == [path, PUBLIC[0], PUBLIC[0]]
+
+
+def test_array_format_and_keys_after_the_array(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last worker reads up to the array's own ``]``; what follows it is decoded by the parent."""
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(_events(300)) + "\n")
+    keyed = tmp_path / "keyed.json"
+    doc = {"schemaVersion": 1, "traceEvents": _events(300), "baseTimeNanoseconds": 10**18}
+    keyed.write_text(json.dumps(doc))
+    want = {p: read_trace_stream(p, work_only=True) for p in (bare, keyed)}
+    no_sequential(monkeypatch)
+    for path in (bare, keyed):
+        got = read_trace_split(path, workers=3, min_bytes=0, chunk_bytes=1024)
+        assert_frame_equal(got.events, want[path].events)
+        assert got.meta == want[path].meta
+        assert got.notes == want[path].notes
+    assert want[keyed].meta.base_time_ns == 10**18
+
+
+def test_garbage_after_the_array_reads_as_the_sequential_loader_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": _events(300)}) + ' trailing "garbage')
+    want = read_trace_stream(path, work_only=True)
+    calls = counting(monkeypatch)
+    got = read_trace_split(path, workers=2, min_bytes=0, chunk_bytes=1024)
+    assert calls == [
+        path
+    ]  # the parent found the tail not clean and let the sequential read word it
+    assert_frame_equal(got.events, want.events)
+    assert got.notes == want.notes
