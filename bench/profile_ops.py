@@ -6,17 +6,21 @@ so each line is the peak *during* that stage (Linux only):
 
     nice -n 10 python bench/profile_ops.py /tmp/nprof-big.json
 
-Stages: the work-only read (``read_trace_split``: several processes for a large plain file;
-``NPROF_DECODE_WORKERS=1`` for one), deriving the frames, ``key_averages`` -- what ``ops`` does for
-a trace without a Neuron profile. Worker processes' memory is not in these figures (see
-``run_bench.py``, which sums the process tree).
+Stages: the work-only read taken apart into the parts the frames are made of
+(``read_work_parts``: several processes for a large plain file; ``NPROF_DECODE_WORKERS=1`` for
+one), deriving the frames, ``key_averages`` -- what ``ops`` does for a trace without a Neuron
+profile. The allocator is set as the CLI sets it. Worker processes' memory is not in these figures
+(see ``run_bench.py``, which sums the process tree).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
+
+from nprof_report.cli import _MALLOC_CONF
 
 
 def _status() -> dict[str, int]:
@@ -54,24 +58,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trace", type=Path)
     ns = ap.parse_args(argv)
     clock = _Clock()
+    os.environ.setdefault(*_MALLOC_CONF)
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.kineto import _batches, _derive, _parts
-    from nprof_report.parse.split import read_trace_split
+    from nprof_report.parse.kineto import _derive
+    from nprof_report.parse.split import read_work_parts
 
     clock.mark("import")
-    trace = read_trace_split(ns.trace)
-    clock.mark("read (split)")
-    rows = trace.events.height
-    meta, notes, batches = trace.meta, trace.notes, _batches(trace.events)
-    del trace
-    parts = _parts(batches, meta.path.name)
-    clock.mark("parts")
+    meta, notes, parts = read_work_parts(ns.trace)
+    clock.mark("read, parts")
     frames = _derive(meta, notes, parts, None)
     del parts
     clock.mark("derive frames")
     table = key_averages(frames)
     clock.mark("key_averages")
-    print(f"{rows} work events, {frames.ops.height} ops, {table.height} rows")
+    print(f"{frames.ops.height} ops, {frames.device.height} device activities, {table.height} rows")
     return 0
 
 

@@ -6,7 +6,8 @@ Stages (each a fresh Python process, measured whole: start-up, load, exit):
 - ``read_trace``: the reference loader (``nprof_report.parse.load``);
 - ``read_trace_stream``: the chunked loader (``nprof_report.parse.stream``), every event and args;
 - ``stream_work``: the same with ``work_only=True`` (the rows ops/links are made of, no args);
-- ``split_work``: ``read_trace_split``: the work rows decoded by one process per CPU;
+- ``split_work``: ``read_work_parts``: the work rows decoded and taken apart by one process per
+  CPU;
 - ``ops``: ``nprof-report ops <file> --format json --no-cache`` (skipped when the command fails
   or is missing).
 
@@ -70,8 +71,8 @@ _LOADERS = {
     ),
     "split_work": (
         "import sys\n"
-        "from nprof_report.parse.split import read_trace_split\n"
-        "print(read_trace_split(sys.argv[1]).events.height)\n"
+        "from nprof_report.parse.split import read_work_parts\n"
+        "print(read_work_parts(sys.argv[1])[2].host.height)\n"
     ),
 }
 STAGES = [*_LOADERS, "ops"]

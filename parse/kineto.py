@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.classify import DEVICE_CATS, KNOWN_CATS, host_class
 from nprof_report.parse.load import Trace, TraceMeta
-from nprof_report.parse.schema import DEVICE, LINKS, OPS, STEPS, conform
-from nprof_report.parse.split import read_trace_split
+from nprof_report.parse.parts import Parts, batches, parts_of
+from nprof_report.parse.schema import DEVICE, LINKS, OPS, conform
+from nprof_report.parse.split import read_work_parts
 from nprof_report.parse.stream import read_trace_stream
 
 
@@ -56,21 +56,6 @@ class TraceFrames:
     links: pl.DataFrame
     steps: pl.DataFrame
     notes: list[str] = field(default_factory=list)
-
-
-_PART_BATCHES = 8
-# the events columns that ops, device activities and links are made of
-_WORK_COLUMNS = [
-    "event_id",
-    "cat",
-    "name",
-    "pid",
-    "tid",
-    "ts_ns",
-    "dur_ns",
-    "external_id",
-    "correlation",
-]
 
 
 def _nest(
@@ -155,28 +140,6 @@ def climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray
         out[bad] = parent[out[bad]]
 
 
-def _step_rows(events: pl.LazyFrame) -> pl.LazyFrame:
-    """The ``ProfilerStep#N`` annotations among ``events``: name (text), ts_ns, dur_ns."""
-    return events.filter(
-        (pl.col("ph") == "X")
-        & (pl.col("cat") == "user_annotation")
-        & pl.col("name").cat.starts_with("ProfilerStep#")
-    ).select(pl.col("name").cast(pl.String), "ts_ns", "dur_ns")
-
-
-def _steps(rows: pl.DataFrame) -> pl.DataFrame:
-    """``STEPS`` from :func:`_step_rows`, in time order (ties in file order)."""
-    ann = rows.with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
-    ann = ann.filter(pl.col("step").is_not_null()).sort("ts_ns", maintain_order=True)
-    return conform(
-        ann.with_columns(
-            start_ns=pl.col("ts_ns"),
-            end_ns=pl.col("ts_ns") + pl.col("dur_ns"),
-        ).with_columns(dur_ns=pl.col("end_ns") - pl.col("start_ns")),
-        STEPS,
-    )
-
-
 def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Series:
     """Step whose [start, end) interval holds ``time_col`` (null outside every step).
 
@@ -204,92 +167,14 @@ def _step_of_op(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
     return step.zip_with(found, pl.Series([None], dtype=pl.Int32))
 
 
-@dataclass
-class _Parts:
-    """What the derived frames are made of, taken from the events in one pass.
-
-    Mutable so that :func:`_derive` can take the frames out of it and let each go when used.
-    """
-
-    host: pl.DataFrame  # complete events of CPU-side classes, with ``cls``
-    device: pl.DataFrame  # complete device activities
-    steps: pl.DataFrame  # STEPS
-    flows: pl.DataFrame  # ac2g flow ends: ph, flow_id, pid, tid, ts_ns
-    notes: list[str]
-
-
-def _batches(events: pl.DataFrame) -> list[pl.DataFrame]:
-    """Zero-copy slices of ``events`` for :func:`_parts`, which lets go of each once read."""
-    size = max(1, -(-events.height // _PART_BATCHES))
-    return [events.slice(i, size) for i in range(0, events.height, size)] or [events]
-
-
-def _parts(batches: list[pl.DataFrame], name: str) -> _Parts:
-    """Split the events (as :func:`_batches`) into what the derived frames are made of.
-
-    The list is emptied as the batches are read: when the caller holds no other reference to
-    the events, their memory goes batch by batch while the parts grow, instead of both being
-    held at once.
-    """
-    notes: list[str] = []
-    cats = (
-        pl.concat([b.select(pl.col("cat").drop_nulls().unique()) for b in batches])
-        .unique()
-        .to_series()
-        .to_list()
-    )
-    unknown = sorted(c for c in cats if c not in KNOWN_CATS)
-    if unknown:
-        notes.append(f"{name}: unknown categories treated as CPU work: {', '.join(unknown)}")
-    mapping = {c: host_class(c) for c in cats}
-    cls_of_cat = (
-        pl.col("cat").replace_strict(mapping, default=None, return_dtype=pl.Categorical())
-        if mapping
-        else pl.lit(None, pl.Categorical())
-    )
-    cls = pl.when(pl.col("cat").is_null()).then(pl.lit(host_class(None), pl.Categorical()))
-    host: list[pl.DataFrame] = []
-    device: list[pl.DataFrame] = []
-    flows: list[pl.DataFrame] = []
-    steps: list[pl.DataFrame] = []
-    while batches:
-        batch = batches.pop(0).lazy()
-        # only the columns the derived frames use, so no full copy of the events is made
-        complete = batch.filter((pl.col("ph") == "X") & pl.col("dur_ns").is_not_null()).select(
-            _WORK_COLUMNS
-        )
-        parts = pl.collect_all(
-            [
-                complete.with_columns(cls=cls.otherwise(cls_of_cat)).filter(
-                    pl.col("cls").is_not_null()
-                ),
-                complete.filter(pl.col("cat").is_in(list(DEVICE_CATS))),
-                batch.filter((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"])).select(
-                    "ph", "flow_id", "pid", "tid", "ts_ns"
-                ),
-                _step_rows(batch),
-            ]
-        )
-        del batch, complete
-        for out, part in zip((host, device, flows, steps), parts, strict=True):
-            out.append(part)
-    return _Parts(
-        host=pl.concat(host, rechunk=False),
-        device=pl.concat(device, rechunk=False),
-        steps=_steps(pl.concat(steps)),
-        flows=pl.concat(flows, rechunk=False),
-        notes=notes,
-    )
-
-
 def build_frames(trace: Trace) -> TraceFrames:
     """Derive ops, device activities, steps and links from a loaded trace (which keeps events)."""
-    parts = _parts(_batches(trace.events), trace.meta.path.name)
+    parts = parts_of(batches(trace.events), trace.meta.path.name)
     return _derive(trace.meta, trace.notes, parts, trace.events)
 
 
 def _derive(
-    meta: TraceMeta, trace_notes: list[str], parts: _Parts, events: pl.DataFrame | None
+    meta: TraceMeta, trace_notes: list[str], parts: Parts, events: pl.DataFrame | None
 ) -> TraceFrames:
     notes = [*trace_notes, *parts.notes]
     host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
@@ -583,7 +468,5 @@ def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
     """
     if not work_only:
         return build_frames(read_trace_stream(path))
-    trace = read_trace_split(path)
-    meta, notes, batches = trace.meta, trace.notes, _batches(trace.events)
-    del trace  # the batches hold the only reference to the events: _parts lets them go
-    return _derive(meta, notes, _parts(batches, meta.path.name), None)
+    meta, notes, parts = read_work_parts(path)
+    return _derive(meta, notes, parts, None)

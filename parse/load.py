@@ -274,6 +274,24 @@ def assemble(
     """
     if escaped is None:
         escaped = int(events["name"].cast(pl.String).str.contains(ESCAPED_NAME).sum())
+    base = as_int(doc.get("baseTimeNanoseconds"))
+    latest: int | None = None
+    if base is not None:
+        events = events.with_columns(pl.col("ts_ns") + base)
+    else:
+        latest = events.filter(pl.col("ph") == "X")["ts_ns"].max()  # type: ignore[assignment]
+    meta = describe(path, doc, notes, escaped, latest)
+    return Trace(meta=meta, events=events, notes=notes)
+
+
+def describe(
+    path: Path, doc: dict[str, Any], notes: list[str], escaped: int, latest_x: int | None
+) -> TraceMeta:
+    """Metadata from the document's top-level keys; its notes are appended to ``notes``.
+
+    ``escaped``: names with control characters; ``latest_x``: the largest raw ``ts_ns`` of a
+    complete (``X``) event, which tells a relative clock when there is no base time.
+    """
     if escaped:
         notes.append(
             f"{path.name}: {escaped} event names held control characters, shown as \\xNN escapes"
@@ -283,13 +301,10 @@ def assemble(
             f"{path.name}: CONSTRUCTED trace, not a capture: {clean_text(doc['nprof_constructed'])}"
         )
     base = as_int(doc.get("baseTimeNanoseconds"))
-    if base is not None:
-        convention = "relative"
-        events = events.with_columns(pl.col("ts_ns") + base)
-    else:
-        timed = events.filter(pl.col("ph") == "X")["ts_ns"]
+    convention = "relative"
+    if base is None:
         convention = "absolute-us"
-        if len(timed) and timed.max() < _RELATIVE_TS_LIMIT_US * 1000:  # type: ignore[operator]
+        if latest_x is not None and latest_x < _RELATIVE_TS_LIMIT_US * 1000:
             convention = "relative-no-base"
             notes.append(
                 f"{path.name}: timestamps look relative but the trace has no baseTimeNanoseconds; "
@@ -297,7 +312,7 @@ def assemble(
             )
     devprops = doc.get("deviceProperties")
     dist = doc.get("distributedInfo")
-    meta = TraceMeta(
+    return TraceMeta(
         path=path,
         base_time_ns=base,
         timestamp_convention=convention,
@@ -310,4 +325,3 @@ def assemble(
         record_shapes=bool(doc.get("record_shapes")),
         profile_memory=bool(doc.get("profile_memory")),
     )
-    return Trace(meta=meta, events=events, notes=notes)

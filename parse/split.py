@@ -2,19 +2,21 @@
 
 Tokenising JSON is the floor of every loader (about 6 s per GB on one core here), so a large
 trace is decoded by several processes at once -- threads would share one interpreter lock.
-:func:`read_trace_split` keeps :func:`~nprof_report.parse.stream.read_trace_stream`'s result
-exactly (``work_only`` rows, event ids, notes, metadata):
+:func:`read_work_parts` returns what the sequential reading gives
+(:func:`~nprof_report.parse.stream.read_trace_stream` with ``work_only``, then
+:func:`~nprof_report.parse.parts.parts_of`: the same parts, event ids, notes, metadata):
 
 1. The parent finds the array (the top-level keys before it are kept, as the streaming loader
    does) and cuts the rest of the file at ``} , {`` boundaries into equal shares.
 2. Each part goes to a worker process (``python -m nprof_report.parse.split``), which reads its
    byte range as an array of its own (the range plus ``]``; the last part: up to the array's own
-   ``]``, whose offset it reports) with the streaming loader's own reader and writes its rows as
-   Arrow IPC with its counters. The workers share the CPUs out (``POLARS_MAX_THREADS``): one
+   ``]``, whose offset it reports) with the streaming loader's own reader, takes its rows apart
+   (:func:`~nprof_report.parse.parts.split_rows`) and writes the pieces as Arrow IPC with its
+   counters, so the parent never holds the rows themselves. The workers share the CPUs out (``POLARS_MAX_THREADS``): one
    single-threaded worker per CPU finished 0.5 s sooner on a 530 MB trace here than the parent
    and one worker each decoding on every CPU, whose thread pools then fought over the cores.
-3. The parent shifts the event ids of each part by the events before it, concatenates, and
-   decodes the top-level keys after the array.
+3. The parent decodes the top-level keys after the array, shifts the event ids of each part
+   by the events before it (and times by the trace's base time), and puts the pieces together.
 
 A cut inside a string leaves a part whose last element does not decode, and any damage leaves
 a note; either way (or when a worker fails) the file is read again by the sequential loader,
@@ -23,8 +25,8 @@ the middle, so a large ``.json.gz`` is first decompressed, as a stream, into a t
 beside the system's other temporary files (removed at the end), and that file is split; when it
 cannot be written (no space), the gzip file is read sequentially.
 
-Memory: every worker holds its part's rows (compact: Categorical text, Int64 times) and one
-read window; the parent then holds all rows, as the sequential loader does.
+Memory: every worker holds its part's rows (compact: Categorical text, Int64 times), then their
+pieces, and one read window; the parent then holds the pieces of all parts.
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import Trace, assemble
+from nprof_report.parse.load import TraceMeta, as_int, describe
 from nprof_report.parse.ndjson import BOUNDARY
-from nprof_report.parse.schema import WORK_EVENTS
+from nprof_report.parse.parts import Parts, Pieces, batches, merge, parts_of, pieces_of
 from nprof_report.parse.stream import (
     _Columns,
     _Fallback,
@@ -53,7 +55,7 @@ from nprof_report.parse.stream import (
     read_trace_stream,
 )
 
-__all__ = ["read_trace_split"]
+__all__ = ["read_work_parts"]
 
 # below this the worker's start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
@@ -81,16 +83,17 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def read_trace_split(
+def read_work_parts(
     path: Path,
     *,
     workers: int | None = None,
     chunk_bytes: int = 8 << 20,
     min_bytes: int = MIN_SPLIT_BYTES,
-) -> Trace:
-    """``read_trace_stream(path, work_only=True)``, decoded by ``workers`` processes.
+) -> tuple[TraceMeta, list[str], Parts]:
+    """Metadata, notes and parts of the work rows of ``path``, decoded by ``workers`` processes.
 
-    Files smaller than ``min_bytes``, gzip files and ``workers=1`` are read sequentially.
+    Files smaller than ``min_bytes`` (gzip: smaller than ``min_bytes`` / 20) and ``workers=1``
+    are read sequentially, as is any file the split cannot read cleanly.
     """
     path = Path(path)
     workers = default_workers() if workers is None else workers
@@ -100,19 +103,26 @@ def read_trace_split(
             gz = fh.read(2) == b"\x1f\x8b"
     except OSError:
         size, gz = 0, False  # let the sequential loader word the error
-    trace = None
     if workers >= 2 and size >= (min_bytes // _GZIP_RATIO if gz else min_bytes):
         try:
             if gz:
-                trace = _read_gzip(path, workers, chunk_bytes, min_bytes)
+                got = _read_gzip(path, workers, chunk_bytes, min_bytes)
             else:
-                trace = _read_parts(path, path, size, workers, chunk_bytes)
+                got = _read_parts(path, path, size, workers, chunk_bytes)
+            if got is not None:
+                return got
         except (_Fallback, InputError):
-            trace = None  # the sequential loader reads it again and words what is wrong
-    return trace or read_trace_stream(path, work_only=True, chunk_bytes=chunk_bytes)
+            pass  # the sequential loader reads it again and words what is wrong
+    trace = read_trace_stream(path, work_only=True, chunk_bytes=chunk_bytes)
+    meta, notes, rows = trace.meta, trace.notes, batches(trace.events)
+    del trace  # the batches hold the only reference to the rows: parts_of lets them go
+    return meta, notes, parts_of(rows, path.name)
 
 
-def _read_gzip(path: Path, workers: int, chunk_bytes: int, min_bytes: int) -> Trace | None:
+_Read = tuple[TraceMeta, list[str], Parts]
+
+
+def _read_gzip(path: Path, workers: int, chunk_bytes: int, min_bytes: int) -> _Read | None:
     """Decompress into a temporary file and split that; None when it is small or cannot be."""
     with tempfile.TemporaryDirectory(prefix="nprof-gunzip-") as tmp:
         plain = Path(tmp) / path.name.removesuffix(".gz")
@@ -159,7 +169,7 @@ def _worker_env(workers: int) -> dict[str, str]:
     return env
 
 
-def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: int) -> Trace | None:
+def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: int) -> _Read | None:
     """Split the uncompressed ``plain`` (``path`` itself, or its decompressed copy)."""
     head = _Reader(plain, chunk_bytes, _Columns(True))
     try:
@@ -175,7 +185,7 @@ def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: i
     with tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp:
         procs = [
             subprocess.Popen(
-                [*_WORKER, str(plain), str(a), b, str(chunk_bytes), *_outputs(tmp, i)],
+                [*_WORKER, str(plain), str(a), b, str(chunk_bytes), tmp, str(i)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 env=env,
@@ -190,22 +200,36 @@ def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: i
             raise
         if any(codes):
             return None
-        frames, offset, bad, negative, escaped = [], 0, 0, 0, 0
-        for i in range(len(spans)):
-            rows, counters = _outputs(tmp, i)
-            meta = json.loads(Path(counters).read_text())
-            frames.append(pl.read_ipc(rows).with_columns(pl.col("event_id") + offset))
+        metas = [json.loads(Path(_outputs(tmp, i)["meta"]).read_text()) for i in range(len(spans))]
+        doc = _document(plain, metas[-1]["close"], prefix, array_format, chunk_bytes)
+        base = as_int(doc.get("baseTimeNanoseconds"))
+        pieces, offset = [], 0
+        for i, meta in enumerate(metas):
+            # as assemble() does to the events: event ids in file order, the base time added
+            ids = pl.col("event_id") + offset
+            times = pl.col("ts_ns") + (base or 0)
+            frames = {k: pl.read_ipc(f) for k, f in _outputs(tmp, i).items() if k != "meta"}
+            pieces.append(
+                Pieces(
+                    host=frames["host"].with_columns(ids, times),
+                    device=frames["device"].with_columns(ids, times),
+                    flows=frames["flows"].with_columns(times),
+                    step_rows=frames["step_rows"].with_columns(times),
+                    categories=meta["categories"],
+                )
+            )
             offset += meta["events"]
-            bad, negative = bad + meta["bad"], negative + meta["negative"]
-            escaped += meta["escaped"]
-    doc = _document(plain, meta["close"], prefix, array_format, chunk_bytes)
-    events = pl.concat([f.cast(WORK_EVENTS) for f in frames], how="vertical", rechunk=False)
-    return assemble(path, doc, events, counter_notes(path, bad, negative), escaped)
+    latest = [m["latest_x"] for m in metas if m["latest_x"] is not None]
+    notes = counter_notes(path, sum(m["bad"] for m in metas), sum(m["negative"] for m in metas))
+    escaped = sum(m["escaped"] for m in metas)
+    trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
+    return trace_meta, notes, merge(pieces, path.name)
 
 
-def _outputs(tmp: str, part: int) -> tuple[str, str]:
-    """Where a worker writes its rows (Arrow IPC) and its counters (JSON)."""
-    return f"{tmp}/part{part}.arrow", f"{tmp}/part{part}.json"
+def _outputs(tmp: str, part: int) -> dict[str, str]:
+    """Where a worker writes its pieces (Arrow IPC) and its counters (JSON)."""
+    files = {k: f"{tmp}/part{part}.{k}.arrow" for k in ("host", "device", "flows", "step_rows")}
+    return {**files, "meta": f"{tmp}/part{part}.json"}
 
 
 def _document(
@@ -227,12 +251,11 @@ def _document(
 
 def _worker(argv: list[str]) -> int:
     """Decode ``[start, end)`` of ``path`` as an array (``end`` empty: up to the array's own
-    ``]``); write rows and counters; 3 if not clean."""
-    path, out, meta = Path(argv[0]), argv[4], argv[5]
-    start, chunk = int(argv[1]), int(argv[3])
-    end = int(argv[2]) if argv[2] else None
+    ``]``); write its pieces and counters into the folder ``out``; 3 if not clean."""
+    path, start, end_arg, chunk, tmp, part = argv
+    end = int(end_arg) if end_arg else None
     cols = _Columns(True)
-    rd = _Reader(path, chunk, cols, (start, end, b"" if end is None else b"]"))
+    rd = _Reader(Path(path), int(chunk), cols, (int(start), end, b"" if end is None else b"]"))
     try:
         close = rd.events()
         if close is not None and (rd.notes or (end is not None and rd.buf[close + 1 :].strip())):
@@ -243,10 +266,28 @@ def _worker(argv: list[str]) -> int:
         rd.src.close()
     if close is None:
         return 3
-    cols.frame().write_ipc(out, compression="uncompressed")
+    rows = cols.frame()
+    top = rows.filter(pl.col("ph") == "X")["ts_ns"].max()
     counters = {"events": cols.index, "bad": cols.bad, "negative": cols.negative}
-    where = {"close": start + rd.offset + close}  # rd.offset counts from the span's start
-    Path(meta).write_text(json.dumps({**counters, "escaped": cols.escaped, **where}))
+    cuts = batches(rows)
+    cols.frames.clear()
+    del rows  # the batches hold the only references: pieces_of lets them go
+    pieces = pieces_of(cuts)
+    out = _outputs(tmp, int(part))
+    for name, frame in pieces.frames().items():
+        frame.write_ipc(out[name], compression="uncompressed")
+    where = {"close": int(start) + rd.offset + close}  # rd.offset counts from the span's start
+    Path(out["meta"]).write_text(
+        json.dumps(
+            {
+                **counters,
+                "escaped": cols.escaped,
+                "categories": pieces.categories,
+                "latest_x": top,
+                **where,
+            }
+        )
+    )
     return 0
 
 

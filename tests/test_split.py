@@ -1,4 +1,4 @@
-"""read_trace_split: a trace decoded by several processes equals the sequential work-only read."""
+"""read_work_parts: a trace decoded by several processes equals the sequential work-only read."""
 
 from __future__ import annotations
 
@@ -12,19 +12,34 @@ from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
 from nprof_report.parse import split
-from nprof_report.parse.split import read_trace_split
+from nprof_report.parse.load import TraceMeta
+from nprof_report.parse.parts import Parts, batches, parts_of
+from nprof_report.parse.split import read_work_parts
 from nprof_report.parse.stream import read_trace_stream
 
 _REPO = Path(__file__).resolve().parents[1]
 PUBLIC = sorted((_REPO / "fixtures" / "public").glob("*.json"))
 
 
+Read = tuple[TraceMeta, list[str], Parts]
+
+
+def sequential(path: Path) -> Read:
+    """What the split must equal: the sequential work-only read, taken apart in-process."""
+    trace = read_trace_stream(path, work_only=True)
+    return trace.meta, trace.notes, parts_of(batches(trace.events), path.name)
+
+
+def assert_equal(got: Read, want: Read) -> None:
+    assert got[0] == want[0]
+    assert got[1] == want[1]
+    for name in ("host", "device", "steps", "flows"):
+        assert_frame_equal(getattr(got[2], name), getattr(want[2], name))
+    assert got[2].notes == want[2].notes
+
+
 def assert_same(path: Path, **kw: Any) -> None:
-    want = read_trace_stream(path, work_only=True)
-    got = read_trace_split(path, min_bytes=0, **kw)
-    assert_frame_equal(got.events, want.events)
-    assert got.meta == want.meta
-    assert got.notes == want.notes
+    assert_equal(read_work_parts(path, min_bytes=0, **kw), sequential(path))
 
 
 def no_sequential(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -52,35 +67,43 @@ def _events(n: int, name: str = "aten::mul") -> list[dict[str, Any]]:
             }
         )
         out.append({"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 10 * i + 1})
+        if i % 50 == 0:  # a step, a kernel launched through a flow, an unknown category
+            step = {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i // 50}"}
+            out.append({**step, "pid": 1, "tid": 1, "ts": 10 * i, "dur": 500})
+            flow = {"cat": "ac2g", "name": "ac2g", "id": i, "ts": 10 * i + 2}
+            out.append({**flow, "ph": "s", "pid": 1, "tid": 1})
+            out.append({**flow, "ph": "f", "pid": 0, "tid": 7, "bp": "e"})
+            kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7}
+            out.append({**kernel, "ts": 10 * i + 2, "dur": 3, "args": {"correlation": i}})
+            out.append({"ph": "X", "cat": "odd_cat", "name": "o", "pid": 1, "tid": 3, "ts": i})
     return out
 
 
 @pytest.mark.parametrize("path", PUBLIC, ids=[p.name for p in PUBLIC])
 @pytest.mark.parametrize("workers", [2, 3])
 def test_public_fixtures(path: Path, workers: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    want = read_trace_stream(path, work_only=True)
+    want = sequential(path)
     no_sequential(monkeypatch)
-    got = read_trace_split(path, workers=workers, min_bytes=0, chunk_bytes=4096)
-    assert_frame_equal(got.events, want.events)
-    assert got.meta == want.meta
-    assert got.notes == want.notes
+    assert_equal(read_work_parts(path, workers=workers, min_bytes=0, chunk_bytes=4096), want)
 
 
 @pytest.mark.parametrize("indent", [None, 2])
-def test_counters_and_ids_across_parts(
+def test_counters_ids_and_times_across_parts(
     tmp_path: Path, indent: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "t.json"
     doc = {"traceEvents": _events(400), "baseTimeNanoseconds": 10**18, "schemaVersion": 1}
     path.write_text(json.dumps(doc, indent=indent))
-    want = read_trace_stream(path, work_only=True)
-    assert any("negative duration" in n for n in want.notes)
-    assert any("control characters" in n for n in want.notes)
+    want = sequential(path)
+    assert any("negative duration" in n for n in want[1])
+    assert any("control characters" in n for n in want[1])
+    assert any("unknown categories" in n for n in want[2].notes)
+    assert want[2].steps.height > 1 and want[2].flows.height and want[2].device.height
     no_sequential(monkeypatch)
-    got = read_trace_split(path, workers=3, min_bytes=0, chunk_bytes=512)
-    assert_frame_equal(got.events, want.events)
-    assert got.notes == want.notes
-    assert got.events["event_id"].is_sorted()
+    got = read_work_parts(path, workers=3, min_bytes=0, chunk_bytes=512)
+    assert_equal(got, want)
+    assert got[2].host["event_id"].is_sorted()
+    assert got[2].host["ts_ns"].min() >= 10**18  # the base time is added in every part
 
 
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
@@ -101,12 +124,11 @@ def test_cut_inside_a_string_falls_back(tmp_path: Path, monkeypatch: pytest.Monk
     path = tmp_path / "t.json"
     events = _events(50, name='x"},{"' * 40000)
     path.write_text(json.dumps({"traceEvents": events}))
-    want = read_trace_stream(path, work_only=True)
+    want = sequential(path)
     calls = counting(monkeypatch)
-    got = read_trace_split(path, workers=2, min_bytes=0)
+    got = read_work_parts(path, workers=2, min_bytes=0)
     assert calls == [path]
-    assert_frame_equal(got.events, want.events)
-    assert got.notes == want.notes
+    assert_equal(got, want)
 
 
 def test_damaged_last_part_and_errors(tmp_path: Path) -> None:
@@ -114,11 +136,11 @@ def test_damaged_last_part_and_errors(tmp_path: Path) -> None:
     cut = tmp_path / "cut.json"
     cut.write_text(text[: int(len(text) * 0.8)])
     assert_same(cut, workers=2)
-    assert any("cut short" in n for n in read_trace_split(cut, min_bytes=0).notes)
+    assert any("cut short" in n for n in read_work_parts(cut, min_bytes=0)[1])
     bad = tmp_path / "bad.json"
     bad.write_bytes(text.encode()[: len(text) // 2] + b"\xff" + text.encode()[len(text) // 2 :])
     with pytest.raises(InputError) as exc:
-        read_trace_split(bad, workers=2, min_bytes=0)
+        read_work_parts(bad, workers=2, min_bytes=0)
     with pytest.raises(InputError) as want:
         read_trace_stream(bad, work_only=True)
     assert str(exc.value) == str(want.value)
@@ -132,12 +154,11 @@ def test_gzip_is_decompressed_then_split(
     path = tmp_path / "t.json.gz"
     text = json.dumps({"traceEvents": _events(200), "schemaVersion": 1}, indent=indent)
     path.write_bytes(gzip.compress(text.encode()))
-    want = read_trace_stream(path, work_only=True)
+    want = sequential(path)
     no_sequential(monkeypatch)
-    got = read_trace_split(path, workers=2, min_bytes=0, chunk_bytes=1024)
-    assert_frame_equal(got.events, want.events)
-    assert got.meta == want.meta  # the trace's own path, not the temporary copy's
-    assert got.notes == want.notes
+    got = read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1024)
+    assert_equal(got, want)
+    assert got[0].path == path  # the trace's own path, not the temporary copy's
 
 
 def test_damaged_gzip_and_small_files_read_sequentially(
@@ -147,10 +168,10 @@ def test_damaged_gzip_and_small_files_read_sequentially(
     path.write_bytes(gzip.compress(json.dumps({"traceEvents": _events(20)}).encode())[:-30])
     calls = counting(monkeypatch)
     with pytest.raises(InputError) as exc:
-        read_trace_split(path, workers=2, min_bytes=0)
+        read_work_parts(path, workers=2, min_bytes=0)
     assert "gzip data is cut short" in str(exc.value)
-    read_trace_split(PUBLIC[0], workers=2)  # below the default size threshold
-    read_trace_split(PUBLIC[0], workers=1, min_bytes=0)
+    read_work_parts(PUBLIC[0], workers=2)  # below the default size threshold
+    read_work_parts(PUBLIC[0], workers=1, min_bytes=0)
     assert calls == [path, PUBLIC[0], PUBLIC[0]]
 
 
@@ -163,14 +184,11 @@ def test_array_format_and_keys_after_the_array(
     keyed = tmp_path / "keyed.json"
     doc = {"schemaVersion": 1, "traceEvents": _events(300), "baseTimeNanoseconds": 10**18}
     keyed.write_text(json.dumps(doc))
-    want = {p: read_trace_stream(p, work_only=True) for p in (bare, keyed)}
+    want = {p: sequential(p) for p in (bare, keyed)}
     no_sequential(monkeypatch)
     for path in (bare, keyed):
-        got = read_trace_split(path, workers=3, min_bytes=0, chunk_bytes=1024)
-        assert_frame_equal(got.events, want[path].events)
-        assert got.meta == want[path].meta
-        assert got.notes == want[path].notes
-    assert want[keyed].meta.base_time_ns == 10**18
+        assert_equal(read_work_parts(path, workers=3, min_bytes=0, chunk_bytes=1024), want[path])
+    assert want[keyed][0].base_time_ns == 10**18
 
 
 def test_garbage_after_the_array_reads_as_the_sequential_loader_does(
@@ -178,11 +196,9 @@ def test_garbage_after_the_array_reads_as_the_sequential_loader_does(
 ) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": _events(300)}) + ' trailing "garbage')
-    want = read_trace_stream(path, work_only=True)
+    want = sequential(path)
     calls = counting(monkeypatch)
-    got = read_trace_split(path, workers=2, min_bytes=0, chunk_bytes=1024)
-    assert calls == [
-        path
-    ]  # the parent found the tail not clean and let the sequential read word it
-    assert_frame_equal(got.events, want.events)
-    assert got.notes == want.notes
+    got = read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1024)
+    # the parent found the tail not clean and let the sequential read word it
+    assert calls == [path]
+    assert_equal(got, want)
