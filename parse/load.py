@@ -279,7 +279,7 @@ def assemble(
     if base is not None:
         events = events.with_columns(pl.col("ts_ns") + base)
     else:
-        latest = events.filter(pl.col("ph") == "X")["ts_ns"].max()  # type: ignore[assignment]
+        latest = events.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
     meta = describe(path, doc, notes, escaped, latest)
     return Trace(meta=meta, events=events, notes=notes)
 

@@ -267,7 +267,7 @@ def _worker(argv: list[str]) -> int:
     if close is None:
         return 3
     rows = cols.frame()
-    top = rows.filter(pl.col("ph") == "X")["ts_ns"].max()
+    top = rows.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
     counters = {"events": cols.index, "bad": cols.bad, "negative": cols.negative}
     cuts = batches(rows)
     cols.frames.clear()
