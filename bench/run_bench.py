@@ -11,6 +11,9 @@ Stages (each a fresh Python process, measured whole: start-up, load, exit):
 - ``ops``: ``nprof-report ops <file> --format json --no-cache`` (skipped when the command fails
   or is missing).
 
+The library stages run with the allocator settings the CLI makes (``nprof_report.cli``), so
+their figures are those ``ops`` and ``build`` see.
+
 Each stage runs under a small wrapper process that starts it and samples, every 10 ms, the
 resident memory of the stage's whole process tree (``VmRSS`` of the process and of every
 descendant, summed): a stage that decodes with worker processes is charged for all of them at
@@ -46,6 +49,10 @@ sys.path.insert(0, str(_HERE))
 
 from make_large_trace import write_trace  # noqa: E402
 
+# the library stages run with the allocator settings the CLI makes (nprof_report.cli)
+_ALLOCATOR = (
+    "import os\nfrom nprof_report.cli import _MALLOC_CONF\nos.environ.setdefault(*_MALLOC_CONF)\n"
+)
 _LOADERS = {
     "orjson": (
         "import gzip, orjson, sys\n"
@@ -55,22 +62,22 @@ _LOADERS = {
         "print(len(doc['traceEvents'] if isinstance(doc, dict) else doc))\n"
     ),
     "read_trace": (
-        "import sys\n"
+        _ALLOCATOR + "import sys\n"
         "from nprof_report.parse.load import read_trace\n"
         "print(read_trace(sys.argv[1]).events.height)\n"
     ),
     "read_trace_stream": (
-        "import sys\n"
+        _ALLOCATOR + "import sys\n"
         "from nprof_report.parse.stream import read_trace_stream\n"
         "print(read_trace_stream(sys.argv[1]).events.height)\n"
     ),
     "stream_work": (
-        "import sys\n"
+        _ALLOCATOR + "import sys\n"
         "from nprof_report.parse.stream import read_trace_stream\n"
         "print(read_trace_stream(sys.argv[1], work_only=True).events.height)\n"
     ),
     "split_work": (
-        "import sys\n"
+        _ALLOCATOR + "import sys\n"
         "from nprof_report.parse.split import read_work_parts\n"
         "print(read_work_parts(sys.argv[1])[2].host.height)\n"
     ),
