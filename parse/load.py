@@ -274,13 +274,10 @@ def assemble(
     """
     if escaped is None:
         escaped = int(events["name"].cast(pl.String).str.contains(ESCAPED_NAME).sum())
-    base = as_int(doc.get("baseTimeNanoseconds"))
-    latest: int | None = None
-    if base is not None:
-        events = events.with_columns(pl.col("ts_ns") + base)
-    else:
-        latest = events.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
+    latest = events.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
     meta = describe(path, doc, notes, escaped, latest)
+    if meta.base_time_ns is not None:
+        events = events.with_columns(pl.col("ts_ns") + meta.base_time_ns)
     return Trace(meta=meta, events=events, notes=notes)
 
 
@@ -290,7 +287,8 @@ def describe(
     """Metadata from the document's top-level keys; its notes are appended to ``notes``.
 
     ``escaped``: names with control characters; ``latest_x``: the largest raw ``ts_ns`` of a
-    complete (``X``) event, which tells a relative clock when there is no base time.
+    complete (``X``) event, which tells a relative clock when there is no base time. The caller
+    adds ``base_time_ns`` to the raw times.
     """
     if escaped:
         notes.append(

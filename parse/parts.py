@@ -44,6 +44,9 @@ class Parts:
     notes: list[str]
 
 
+FRAMES = ("host", "device", "flows", "step_rows")
+
+
 @dataclass
 class Pieces:
     """:func:`split_rows` of some rows: the parts before they are merged."""
@@ -55,12 +58,8 @@ class Pieces:
     categories: list[str]  # every non-null ``cat`` among the rows
 
     def frames(self) -> dict[str, pl.DataFrame]:
-        return {
-            "host": self.host,
-            "device": self.device,
-            "flows": self.flows,
-            "step_rows": self.step_rows,
-        }
+        """The frames by name (:data:`FRAMES`)."""
+        return {name: getattr(self, name) for name in FRAMES}
 
 
 def batches(events: pl.DataFrame) -> list[pl.DataFrame]:
@@ -84,12 +83,14 @@ def pieces_of(batches: list[pl.DataFrame]) -> Pieces:
     out = []
     while batches:
         out.append(split_rows(batches.pop(0)))
+    return _concat(out)
+
+
+def _concat(pieces: list[Pieces]) -> Pieces:
+    """Pieces in file order, as one."""
     return Pieces(
-        host=pl.concat([p.host for p in out], rechunk=False),
-        device=pl.concat([p.device for p in out], rechunk=False),
-        flows=pl.concat([p.flows for p in out], rechunk=False),
-        step_rows=pl.concat([p.step_rows for p in out]),
-        categories=sorted({c for p in out for c in p.categories}),
+        **{name: pl.concat([p.frames()[name] for p in pieces], rechunk=False) for name in FRAMES},
+        categories=sorted({c for p in pieces for c in p.categories}),
     )
 
 
@@ -129,16 +130,16 @@ def split_rows(events: pl.DataFrame) -> Pieces:
 
 def merge(pieces: list[Pieces], name: str) -> Parts:
     """:class:`Parts` of pieces in file order (``name``: the trace's, for notes)."""
+    whole = _concat(pieces)
     notes: list[str] = []
-    cats = {c for p in pieces for c in p.categories}
-    unknown = sorted(c for c in cats if c not in KNOWN_CATS)
+    unknown = [c for c in whole.categories if c not in KNOWN_CATS]
     if unknown:
         notes.append(f"{name}: unknown categories treated as CPU work: {', '.join(unknown)}")
     return Parts(
-        host=pl.concat([p.host for p in pieces], rechunk=False),
-        device=pl.concat([p.device for p in pieces], rechunk=False),
-        steps=_steps(pl.concat([p.step_rows for p in pieces])),
-        flows=pl.concat([p.flows for p in pieces], rechunk=False),
+        host=whole.host,
+        device=whole.device,
+        steps=_steps(whole.step_rows),
+        flows=whole.flows,
         notes=notes,
     )
 

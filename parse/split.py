@@ -44,9 +44,9 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import TraceMeta, as_int, describe
+from nprof_report.parse.load import TraceMeta, describe
 from nprof_report.parse.ndjson import BOUNDARY
-from nprof_report.parse.parts import Parts, Pieces, batches, merge, parts_of, pieces_of
+from nprof_report.parse.parts import FRAMES, Parts, Pieces, batches, merge, parts_of, pieces_of
 from nprof_report.parse.stream import (
     _Columns,
     _Fallback,
@@ -65,6 +65,9 @@ _GUNZIP_BLOCK = 4 << 20
 _WORKER = [sys.executable, "-m", __name__]
 DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"
 _GLIBC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
+
+
+_Read = tuple[TraceMeta, list[str], Parts]  # what read_work_parts returns
 
 
 def default_workers() -> int:
@@ -89,7 +92,7 @@ def read_work_parts(
     workers: int | None = None,
     chunk_bytes: int = 8 << 20,
     min_bytes: int = MIN_SPLIT_BYTES,
-) -> tuple[TraceMeta, list[str], Parts]:
+) -> _Read:
     """Metadata, notes and parts of the work rows of ``path``, decoded by ``workers`` processes.
 
     Files smaller than ``min_bytes`` (gzip: smaller than ``min_bytes`` / 20) and ``workers=1``
@@ -117,9 +120,6 @@ def read_work_parts(
     meta, notes, rows = trace.meta, trace.notes, batches(trace.events)
     del trace  # the batches hold the only reference to the rows: parts_of lets them go
     return meta, notes, parts_of(rows, path.name)
-
-
-_Read = tuple[TraceMeta, list[str], Parts]
 
 
 def _read_gzip(path: Path, workers: int, chunk_bytes: int, min_bytes: int) -> _Read | None:
@@ -202,12 +202,15 @@ def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: i
             return None
         metas = [json.loads(Path(_outputs(tmp, i)["meta"]).read_text()) for i in range(len(spans))]
         doc = _document(plain, metas[-1]["close"], prefix, array_format, chunk_bytes)
-        base = as_int(doc.get("baseTimeNanoseconds"))
+        notes = counter_notes(path, sum(m["bad"] for m in metas), sum(m["negative"] for m in metas))
+        latest = [m["latest_x"] for m in metas if m["latest_x"] is not None]
+        escaped = sum(m["escaped"] for m in metas)
+        trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
         pieces, offset = [], 0
         for i, meta in enumerate(metas):
             # as assemble() does to the events: event ids in file order, the base time added
             ids = pl.col("event_id") + offset
-            times = pl.col("ts_ns") + (base or 0)
+            times = pl.col("ts_ns") + (trace_meta.base_time_ns or 0)
             frames = {k: pl.read_ipc(f) for k, f in _outputs(tmp, i).items() if k != "meta"}
             pieces.append(
                 Pieces(
@@ -219,16 +222,12 @@ def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: i
                 )
             )
             offset += meta["events"]
-    latest = [m["latest_x"] for m in metas if m["latest_x"] is not None]
-    notes = counter_notes(path, sum(m["bad"] for m in metas), sum(m["negative"] for m in metas))
-    escaped = sum(m["escaped"] for m in metas)
-    trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
     return trace_meta, notes, merge(pieces, path.name)
 
 
 def _outputs(tmp: str, part: int) -> dict[str, str]:
     """Where a worker writes its pieces (Arrow IPC) and its counters (JSON)."""
-    files = {k: f"{tmp}/part{part}.{k}.arrow" for k in ("host", "device", "flows", "step_rows")}
+    files = {name: f"{tmp}/part{part}.{name}.arrow" for name in FRAMES}
     return {**files, "meta": f"{tmp}/part{part}.json"}
 
 
@@ -251,7 +250,8 @@ def _document(
 
 def _worker(argv: list[str]) -> int:
     """Decode ``[start, end)`` of ``path`` as an array (``end`` empty: up to the array's own
-    ``]``); write its pieces and counters into the folder ``out``; 3 if not clean."""
+    ``]``); write its pieces and counters into the folder ``tmp`` as part ``part``; 3 if not
+    clean."""
     path, start, end_arg, chunk, tmp, part = argv
     end = int(end_arg) if end_arg else None
     cols = _Columns(True)
@@ -268,7 +268,6 @@ def _worker(argv: list[str]) -> int:
         return 3
     rows = cols.frame()
     top = rows.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
-    counters = {"events": cols.index, "bad": cols.bad, "negative": cols.negative}
     cuts = batches(rows)
     cols.frames.clear()
     del rows  # the batches hold the only references: pieces_of lets them go
@@ -276,18 +275,16 @@ def _worker(argv: list[str]) -> int:
     out = _outputs(tmp, int(part))
     for name, frame in pieces.frames().items():
         frame.write_ipc(out[name], compression="uncompressed")
-    where = {"close": int(start) + rd.offset + close}  # rd.offset counts from the span's start
-    Path(out["meta"]).write_text(
-        json.dumps(
-            {
-                **counters,
-                "escaped": cols.escaped,
-                "categories": pieces.categories,
-                "latest_x": top,
-                **where,
-            }
-        )
-    )
+    counters = {
+        "events": cols.index,
+        "bad": cols.bad,
+        "negative": cols.negative,
+        "escaped": cols.escaped,
+        "categories": pieces.categories,
+        "latest_x": top,
+        "close": int(start) + rd.offset + close,  # rd.offset counts from the span's start
+    }
+    Path(out["meta"]).write_text(json.dumps(counters))
     return 0
 
 
