@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES
-from nprof_report.parse.kineto import TraceFrames, climb, rows_of
+from nprof_report.parse.kineto import TraceFrames, climb, levels, rows_of
 
 KEY_AVERAGES = pl.Schema(
     {
@@ -43,6 +43,9 @@ KEY_AVERAGES = pl.Schema(
         "device_total_us": pl.Float64,
     }
 )
+
+
+_SUMS = ("self_cpu", "cpu_total", "self_device", "device_total")
 
 
 def _key(name: pl.Expr) -> pl.Expr:
@@ -158,12 +161,8 @@ def key_averages(
     np.add.at(child_cpu, eff[child], dur[child])
     total = np.where(alive, kern, 0)
     depth = ops["depth"].to_numpy()
-    if len(child):
-        by_depth = child[np.argsort(-depth[child], kind="stable")]
-        d = depth[by_depth]
-        cuts = np.flatnonzero(np.diff(d)) + 1
-        for level in np.split(by_depth, cuts):
-            np.add.at(total, eff[level], total[level])
+    for level in levels(child, depth):
+        np.add.at(total, eff[level], total[level])
 
     cpu = (
         pl.DataFrame(
@@ -176,14 +175,12 @@ def key_averages(
                 "device_total": total[live],
             }
         )
+        # by name first (Categorical codes), then the few groups by key: the same first-seen
+        # order and the same integer sums as grouping every row by its key
+        .group_by("name", "ann", maintain_order=True)
+        .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col(_SUMS).sum())
         .group_by(_key(pl.col("name")), "ann", maintain_order=True)
-        .agg(
-            pl.len().cast(pl.Int64).alias("calls"),
-            pl.col("self_cpu").sum(),
-            pl.col("cpu_total").sum(),
-            pl.col("self_device").sum(),
-            pl.col("device_total").sum(),
-        )
+        .agg(pl.col("calls", *_SUMS).sum())
         .with_columns(device_type=pl.lit("CPU"))
     )
     dev = (

@@ -343,7 +343,7 @@ class _Columns:
                     pl.len().alias("events"),
                     (dur < 0).sum().alias("negative"),
                     (
-                        pl.col("name").str.contains(ESCAPED_NAME).sum()
+                        pl.col("name").cast(pl.String).str.contains(ESCAPED_NAME).sum()
                         if escapes
                         else pl.lit(0, pl.UInt32)
                     ).alias("escaped"),
