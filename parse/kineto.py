@@ -28,7 +28,7 @@ pid than the ops (formats.md 1.4). A device activity belongs to the step of its 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +40,9 @@ from nprof_report.parse.parts import Parts, batches, parts_of
 from nprof_report.parse.schema import DEVICE, LINKS, OPS, conform
 from nprof_report.parse.split import read_work_parts
 from nprof_report.parse.stream import read_trace_stream
+
+# below this many host events one thread nests them sooner than two
+_HALVES_MIN = 100_000
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,37 @@ def _nest(
     nxt = np.minimum(after, n - 1)
     overlaps = int(np.count_nonzero(popped & (starts[nxt] < ends)))
     return parent, depth, overlaps
+
+
+def _nest_halves(
+    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, pool: Executor
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_nest`, the two halves on two threads (NumPy releases the GIL), split where
+    PyTorch's stack is empty: there no earlier event is the parent of a later one and no pop is
+    a partial overlap, so the result is that of one run."""
+    n = len(starts)
+    cut = _root_cut(segment, starts, ends, n // 2) if n >= _HALVES_MIN else None
+    if cut is None:
+        return _nest(segment, starts, ends)
+    later = pool.submit(_nest, segment[cut:], starts[cut:], ends[cut:])
+    p0, d0, o0 = _nest(segment[:cut], starts[:cut], ends[:cut])
+    p1, d1, o1 = later.result()
+    return np.concatenate([p0, np.where(p1 >= 0, p1 + cut, -1)]), np.concatenate([d0, d1]), o0 + o1
+
+
+def _root_cut(segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, near: int) -> int | None:
+    """The position closest to ``near`` (not 0) that starts a thread or starts when every earlier
+    event of its thread has ended; None when there is none."""
+    n = len(starts)
+    bounds = np.flatnonzero(segment[1:] != segment[:-1]) + 1  # where each thread starts
+    i = int(np.searchsorted(bounds, near, side="right"))
+    a = int(bounds[i - 1]) if i else 0
+    b = int(bounds[i]) if i < len(bounds) else n
+    open_until = np.maximum.accumulate(ends[a:b])  # the latest end so far in near's thread
+    inside = a + 1 + np.flatnonzero(starts[a + 1 : b] >= open_until[:-1])
+    cuts = np.concatenate(([a, b], inside))
+    cuts = cuts[(cuts > 0) & (cuts < n)]
+    return int(cuts[np.argmin(np.abs(cuts - near))]) if len(cuts) else None
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
@@ -193,12 +227,12 @@ def _derive(
     host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
     parts.host = parts.flows = pl.DataFrame()  # the locals hold the only references now
     name = meta.path.name
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(2) as pool:
         # Polars joins on one thread while NumPy nests on the other: both release the GIL
         runtime_device = pool.submit(_runtime_device, flows, host, device)
         by_ext = _launches(host)
         thread, tcode = _threads(host, by_ext)
-        ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext)
+        ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, pool)
         del host, thread, tcode
         rt_dev, has_runtime = runtime_device.result()
     if overlaps:
@@ -332,7 +366,7 @@ def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.nd
 
 
 def _nested_ops(
-    host: pl.DataFrame, thread: pl.Series, tcode: np.ndarray, by_ext: pl.DataFrame
+    host: pl.DataFrame, thread: pl.Series, tcode: np.ndarray, by_ext: pl.DataFrame, pool: Executor
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """``OPS`` rows (without ``step``), the op->runtime links, and the partial-overlap count."""
     n = host.height
@@ -345,7 +379,7 @@ def _nested_ops(
     sorted_rows = keys.select(pl.arg_sort_by(["t", "s", "e"], maintain_order=True)).to_series()
     order = sorted_rows.to_numpy().astype(np.int64)
     del keys, sorted_rows
-    p_sorted, d_sorted, overlaps = _nest(tcode[order], starts[order], ends[order])
+    p_sorted, d_sorted, overlaps = _nest_halves(tcode[order], starts[order], ends[order], pool)
     del starts, ends
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
