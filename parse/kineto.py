@@ -166,9 +166,10 @@ def rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Row of each ``keys`` value in ``ids`` (unique event ids), -1 when absent or null (-1)."""
     if not len(ids) or not len(keys):
         return np.full(len(keys), -1, dtype=np.int64)
-    if np.all(ids[1:] > ids[:-1]):  # ids in file order, as frames keep them: no sort needed
-        pos = np.minimum(np.searchsorted(ids, keys), len(ids) - 1)
-        return np.where((ids[pos] == keys) & (keys >= 0), pos, -1)
+    if ids.min() >= 0 and ids.max() < 4 * len(ids):  # event ids: positions in the trace
+        row_at = np.full(int(ids.max()) + 2, -1, dtype=np.int64)  # the last slot: not an id
+        row_at[ids] = np.arange(len(ids))
+        return row_at[np.where((keys >= 0) & (keys < len(row_at)), keys, -1)]
     order = np.argsort(ids, kind="stable")
     pos = np.searchsorted(ids[order], keys)
     pos = np.minimum(pos, len(ids) - 1)

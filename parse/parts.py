@@ -136,7 +136,9 @@ def merge(pieces: list[Pieces], name: str) -> Parts:
     if unknown:
         notes.append(f"{name}: unknown categories treated as CPU work: {', '.join(unknown)}")
     return Parts(
-        host=whole.host,
+        # one chunk per column: the columns derive adds are single chunks, and a frame whose
+        # columns are chunked differently is copied whole to align them (78 MB more at the peak)
+        host=whole.host.rechunk(),
         device=whole.device,
         steps=_steps(whole.step_rows),
         flows=whole.flows,
