@@ -6,9 +6,14 @@ Each repetition shifts ``ts`` past the previous block and offsets every id that 
 op -> runtime -> kernel links and flows stay consistent inside each block and never collide across
 blocks. ``M`` metadata rows are written once per source.
 
-    python bench/make_large_trace.py /tmp/big.json --mb 530             # single-line JSON
-    python bench/make_large_trace.py /tmp/big.json --mb 50 --pretty     # indented, multi-line
-    python bench/make_large_trace.py /tmp/big.json.gz --mb 50           # gzip (by the suffix)
+    python bench/make_large_trace.py /tmp/big.json --mb 530                   # single-line JSON
+    python bench/make_large_trace.py /tmp/big.json --mb 50 --layout kineto    # as Kineto writes
+    python bench/make_large_trace.py /tmp/big.json --mb 50 --pretty           # fully indented
+    python bench/make_large_trace.py /tmp/big.json.gz --mb 50                 # gzip (by the suffix)
+
+Layouts: ``compact`` (one line), ``kineto`` (Kineto's own: an event over a few lines, its scalar
+keys on one or two of them and ``args`` as a block, as in the public fixtures), ``indented``
+(``--pretty``: every key on its own line, two-space indentation).
 
 The output uses the current Kineto layout: relative float ``ts`` (three decimals) plus
 ``baseTimeNanoseconds``. The 2023 absolute-microsecond source is converted to it.
@@ -101,8 +106,36 @@ def _open(path: Path) -> IO[bytes] | gzip.GzipFile:
     return path.open("wb")
 
 
-def write_trace(out: Path, mb: float, sources: list[str], pretty: bool = False) -> tuple[int, int]:
-    """Write ``out`` of about ``mb`` MB (uncompressed); returns (uncompressed bytes, events)."""
+LAYOUTS = ("compact", "kineto", "indented")
+
+
+def _kineto(ev: dict[str, Any]) -> bytes:
+    """One event as Kineto's ChromeTraceLogger lays it out (see the public fixtures)."""
+
+    def items(d: dict[str, Any], keys: list[str], sep: bytes) -> bytes:
+        return sep.join(b'"%s": %s' % (k.encode(), orjson.dumps(d[k])) for k in keys)
+
+    head = [k for k in ev if k not in ("ts", "dur", "args")]
+    times = [k for k in ("ts", "dur") if k in ev]
+    lines = [items(ev, head, b", ")] if head else []
+    if times:
+        lines.append(items(ev, times, b", "))
+    args = ev.get("args")
+    if isinstance(args, dict) and args:
+        lines.append(b'"args": {\n      ' + items(args, list(args), b",") + b"\n    }")
+    return b"  {\n    " + b",\n    ".join(lines) + b"\n  }"
+
+
+def write_trace(
+    out: Path, mb: float, sources: list[str], pretty: bool = False, layout: str = "compact"
+) -> tuple[int, int]:
+    """Write ``out`` of about ``mb`` MB (uncompressed); returns (uncompressed bytes, events).
+
+    ``pretty``: the ``indented`` layout (``layout`` names any of :data:`LAYOUTS`).
+    """
+    layout = "indented" if pretty else layout
+    pretty = layout == "indented"
+    kineto = layout == "kineto"
     docs = {s: orjson.loads(fixture(SOURCES[s]).read_bytes()) for s in sources}
     blocks = {s: _Block(d) for s, d in docs.items()}
     first = docs[sources[0]]
@@ -113,16 +146,19 @@ def write_trace(out: Path, mb: float, sources: list[str], pretty: bool = False) 
     }
     target = int(mb * 1_000_000)
     opt = orjson.OPT_INDENT_2 if pretty else 0
-    sep = b",\n" if pretty else b","
+    multiline = pretty or kineto
+    sep = b",\n" if multiline else b","
     written = 0
     n = 0
 
     def dump(ev: dict[str, Any]) -> bytes:
+        if kineto:
+            return _kineto(ev)
         b = orjson.dumps(ev, option=opt)
-        return b.replace(b"\n", b"\n    ") if pretty else b
+        return b"    " + b.replace(b"\n", b"\n    ") if pretty else b
 
     with _open(out) as fh:
-        if pretty:
+        if multiline:
             head = orjson.dumps(top, option=orjson.OPT_INDENT_2)[:-2] + b',\n  "traceEvents": [\n'
         else:
             head = orjson.dumps(top)[:-1] + b',"traceEvents":['
@@ -137,8 +173,7 @@ def write_trace(out: Path, mb: float, sources: list[str], pretty: bool = False) 
                 blk = blocks[s]
                 parts = []
                 for ev in blk.shifted(cursor, id_off, with_meta=rep == 0):
-                    b = dump(ev)
-                    parts.append(b"    " + b if pretty else b)
+                    parts.append(dump(ev))
                 n += len(parts)
                 chunk = sep.join(parts)
                 if not first_event:
@@ -150,7 +185,7 @@ def write_trace(out: Path, mb: float, sources: list[str], pretty: bool = False) 
                 id_off += blk.id_stride
             rep += 1
         tail_doc = {"traceName": str(out), "displayTimeUnit": "ms", "baseTimeNanoseconds": _BASE_NS}
-        if pretty:
+        if multiline:
             tail = b"\n  ],\n  " + orjson.dumps(tail_doc, option=orjson.OPT_INDENT_2)[4:]
         else:
             tail = b"]," + orjson.dumps(tail_doc)[1:]
@@ -163,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("out", type=Path, help="output path (.json or .json.gz)")
     ap.add_argument("--mb", type=float, default=50.0, help="target size in MB, uncompressed")
-    ap.add_argument("--pretty", action="store_true", help="indented multi-line JSON")
+    ap.add_argument("--layout", choices=LAYOUTS, default="compact", help="how events are laid out")
+    ap.add_argument("--pretty", action="store_true", help="the indented layout")
     ap.add_argument(
         "--sources",
         default="cuda,rocm,triton,cpu",
@@ -174,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sources if s not in SOURCES]
     if unknown or not sources:
         ap.error(f"unknown sources {unknown}")
-    size, n = write_trace(ns.out, ns.mb, sources, ns.pretty)
+    size, n = write_trace(ns.out, ns.mb, sources, ns.pretty, ns.layout)
     print(f"{ns.out}: {size} bytes uncompressed, {n} events", file=sys.stderr)
     return 0
 

@@ -48,7 +48,7 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(_HERE))
 
-from make_large_trace import write_trace  # noqa: E402
+from make_large_trace import LAYOUTS, write_trace  # noqa: E402
 
 # the library stages run with the allocator settings the CLI makes (nprof_report.cli)
 _ALLOCATOR = (
@@ -260,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--trace", type=Path, help="an existing trace file")
     src.add_argument("--mb", type=float, help="generate a trace of this size (MB) in a temp dir")
     ap.add_argument("--pretty", action="store_true", help="with --mb: indented JSON")
+    ap.add_argument("--layout", choices=LAYOUTS, default="compact", help="with --mb: the layout")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--stages", default=",".join(STAGES), help="comma-separated: " + ",".join(STAGES)
@@ -275,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         if trace is None:
             trace = Path(tmp) / "trace.json"
             t0 = time.perf_counter()
-            size, n = write_trace(trace, ns.mb, ["cuda", "rocm", "triton", "cpu"], ns.pretty)
+            size, n = write_trace(
+                trace, ns.mb, ["cuda", "rocm", "triton", "cpu"], ns.pretty, ns.layout
+            )
             print(
                 f"generated {trace}: {size} bytes, {n} events in {time.perf_counter() - t0:.1f} s"
             )

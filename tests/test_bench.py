@@ -48,3 +48,25 @@ def test_bench_small(tmp_path: Path) -> None:
     for row in result["rows"]:  # a whole tree holds at least its largest process
         if "skipped" not in row:
             assert row["peak_rss_mib"] >= row["largest_process_mib"]
+
+
+def test_layouts_change_only_whitespace(tmp_path: Path) -> None:
+    sys.path.insert(0, str(_REPO / "bench"))
+    try:
+        from make_large_trace import LAYOUTS, write_trace
+    finally:
+        sys.path.remove(str(_REPO / "bench"))
+    docs = {}
+    for layout in LAYOUTS:
+        path = tmp_path / f"{layout}.json"
+        write_trace(path, 0.3, ["cuda", "cpu"], layout=layout)
+        docs[layout] = json.loads(path.read_bytes())
+        lines = path.read_bytes().count(b"\n")
+        assert (lines <= 1) == (layout == "compact")
+    events = {k: d.pop("traceEvents") for k, d in docs.items()}
+    n = min(len(e) for e in events.values())
+    assert n > 500
+    assert events["kineto"][:n] == events["compact"][:n] == events["indented"][:n]
+    for d in docs.values():
+        d.pop("traceName")
+    assert docs["kineto"] == docs["compact"] == docs["indented"]
