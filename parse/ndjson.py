@@ -6,8 +6,8 @@ Polars' NDJSON reader builds the columns in Rust, about twice as fast per byte h
 JSON (a control character in a string, bad UTF-8, NaN, a trailing comma, a line that is not one
 object all fail), so a piece it accepts is valid JSON. A piece becomes NDJSON by turning its
 newlines into tabs -- whitespace between tokens, while inside a string a raw tab is as invalid
-as the raw newline was -- and its element separators (``}`` ``,`` ``{``) into newlines; a
-separator found inside a string leaves a line that does not parse.
+as the raw newline was -- and the comma of each element separator (``}`` ``,`` ``{``) into a
+newline; a separator found inside a string leaves a line that does not parse.
 
 The reader is lenient where ``read_trace`` is not, so :func:`decode_piece` returns None -- the
 caller then takes the exact path -- for any piece that could read differently:
@@ -80,7 +80,10 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
     if not body.strip(b" \t\r"):
         return None
     first = BOUNDARY.search(body)
-    lines = body.replace(first.group(), b"}\n{") if first else body
+    # the separator's comma becomes the newline: a replacement of the same length is done in
+    # one pass (CPython counts the matches first otherwise), 9 instead of 15-18 ms per 8 MB
+    # of multi-line text; the whitespace left around it is JSON's own
+    lines = body.replace(first.group(), first.group().replace(b",", b"\n")) if first else body
     try:
         df = pl.read_ndjson(io.BytesIO(lines), schema=_SCHEMA)
     except pl.exceptions.PolarsError:
