@@ -127,13 +127,10 @@ def _kineto(ev: dict[str, Any]) -> bytes:
 
 
 def write_trace(
-    out: Path, mb: float, sources: list[str], pretty: bool = False, layout: str = "compact"
+    out: Path, mb: float, sources: list[str], layout: str = "compact"
 ) -> tuple[int, int]:
-    """Write ``out`` of about ``mb`` MB (uncompressed); returns (uncompressed bytes, events).
-
-    ``pretty``: the ``indented`` layout (``layout`` names any of :data:`LAYOUTS`).
-    """
-    layout = "indented" if pretty else layout
+    """Write ``out`` of about ``mb`` MB (uncompressed) in one of :data:`LAYOUTS`; returns
+    (uncompressed bytes, events)."""
     pretty = layout == "indented"
     kineto = layout == "kineto"
     docs = {s: orjson.loads(fixture(SOURCES[s]).read_bytes()) for s in sources}
@@ -199,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path, help="output path (.json or .json.gz)")
     ap.add_argument("--mb", type=float, default=50.0, help="target size in MB, uncompressed")
     ap.add_argument("--layout", choices=LAYOUTS, default="compact", help="how events are laid out")
-    ap.add_argument("--pretty", action="store_true", help="the indented layout")
+    ap.add_argument("--pretty", action="store_true", help="the indented layout (--layout indented)")
     ap.add_argument(
         "--sources",
         default="cuda,rocm,triton,cpu",
@@ -210,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in sources if s not in SOURCES]
     if unknown or not sources:
         ap.error(f"unknown sources {unknown}")
-    size, n = write_trace(ns.out, ns.mb, sources, ns.pretty, ns.layout)
+    size, n = write_trace(ns.out, ns.mb, sources, "indented" if ns.pretty else ns.layout)
     print(f"{ns.out}: {size} bytes uncompressed, {n} events", file=sys.stderr)
     return 0
 

@@ -276,9 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         if trace is None:
             trace = Path(tmp) / "trace.json"
             t0 = time.perf_counter()
-            size, n = write_trace(
-                trace, ns.mb, ["cuda", "rocm", "triton", "cpu"], ns.pretty, ns.layout
-            )
+            layout = "indented" if ns.pretty else ns.layout
+            size, n = write_trace(trace, ns.mb, ["cuda", "rocm", "triton", "cpu"], layout)
             print(
                 f"generated {trace}: {size} bytes, {n} events in {time.perf_counter() - t0:.1f} s"
             )

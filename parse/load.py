@@ -274,11 +274,16 @@ def assemble(
     """
     if escaped is None:
         escaped = int(events["name"].cast(pl.String).str.contains(ESCAPED_NAME).sum())
-    latest = events.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
-    meta = describe(path, doc, notes, escaped, latest)
+    meta = describe(path, doc, notes, escaped, latest_complete(events))
     if meta.base_time_ns is not None:
         events = events.with_columns(pl.col("ts_ns") + meta.base_time_ns)
     return Trace(meta=meta, events=events, notes=notes)
+
+
+def latest_complete(events: pl.DataFrame) -> int | None:
+    """The largest raw ``ts_ns`` of a complete (``X``) event, for :func:`describe`."""
+    latest: int | None = events.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
+    return latest
 
 
 def describe(

@@ -12,9 +12,10 @@ trace is decoded by several processes at once -- threads would share one interpr
    byte range as an array of its own (the range plus ``]``; the last part: up to the array's own
    ``]``, whose offset it reports) with the streaming loader's own reader, takes its rows apart
    (:func:`~nprof_report.parse.parts.split_rows`) and writes the pieces as Arrow IPC with its
-   counters, so the parent never holds the rows themselves. The workers share the CPUs out (``POLARS_MAX_THREADS``): one
-   single-threaded worker per CPU finished 0.5 s sooner on a 530 MB trace here than the parent
-   and one worker each decoding on every CPU, whose thread pools then fought over the cores.
+   counters, so the parent never holds the rows themselves. The workers share the CPUs out
+   (``POLARS_MAX_THREADS``): one single-threaded worker per CPU finished 0.5 s sooner on a 530 MB
+   trace here than the parent and one worker each decoding on every CPU, whose thread pools then
+   fought over the cores.
 3. The parent decodes the top-level keys after the array, shifts the event ids of each part
    by the events before it (and times by the trace's base time), and puts the pieces together.
 
@@ -44,7 +45,7 @@ import polars as pl
 from zlib_ng import gzip_ng, zlib_ng
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import TraceMeta, describe
+from nprof_report.parse.load import TraceMeta, describe, latest_complete
 from nprof_report.parse.ndjson import BOUNDARY
 from nprof_report.parse.parts import FRAMES, Parts, Pieces, batches, merge, parts_of, pieces_of
 from nprof_report.parse.stream import (
@@ -273,7 +274,7 @@ def _worker(argv: list[str]) -> int:
     if close is None:
         return 3
     rows = cols.frame()
-    top = rows.select(pl.col("ts_ns").filter(pl.col("ph") == "X").max()).item()
+    top = latest_complete(rows)
     cuts = batches(rows)
     cols.frames.clear()
     del rows  # the batches hold the only references: pieces_of lets them go
