@@ -1,4 +1,4 @@
-"""Decode one large plain trace on several cores: its ``traceEvents`` array cut into parts.
+"""Decode one large trace on several cores: its ``traceEvents`` array cut into blocks.
 
 Tokenising JSON is the floor of every loader (about 6 s per GB on one core here), so a large
 trace is decoded by several processes at once -- threads would share one interpreter lock.
@@ -7,39 +7,49 @@ trace is decoded by several processes at once -- threads would share one interpr
 :func:`~nprof_report.parse.parts.parts_of`: the same parts, event ids, notes, metadata):
 
 1. The parent finds the array (the top-level keys before it are kept, as the streaming loader
-   does) and cuts the rest of the file at ``} , {`` boundaries into equal shares.
-2. Each part goes to a worker process (``python -m nprof_report.parse.split``), which reads its
-   byte range as an array of its own (the range plus ``]``; the last part: up to the array's own
-   ``]``, whose offset it reports) with the streaming loader's own reader, takes its rows apart
-   (:func:`~nprof_report.parse.parts.split_rows`) and writes the pieces as Arrow IPC with its
-   counters, so the parent never holds the rows themselves. The workers share the CPUs out
-   (``POLARS_MAX_THREADS``): one single-threaded worker per CPU finished 0.5 s sooner on a 530 MB
-   trace here than the parent and one worker each decoding on every CPU, whose thread pools then
-   fought over the cores.
-3. The parent decodes the top-level keys after the array, shifts the event ids of each part
+   does) and cuts the rest at ``} , {`` boundaries into blocks of at most 32 MB, smaller towards
+   the end so that the workers finish together.
+2. Worker processes (``python -m nprof_report.parse.split``) take the blocks one at a time: each
+   is read as an array of its own (the block plus ``]``; the last: up to the array's own ``]``,
+   whose offset the worker reports) with the streaming loader's own reader, its rows are taken
+   apart (:func:`~nprof_report.parse.parts.split_rows`) and its pieces written as Arrow IPC, so
+   the parent never holds the rows themselves. A worker answers each block with its counters
+   on its stdout, which is also its request for the next: a worker on a core that something
+   else is using takes fewer blocks (with two fixed halves, the other core idled until the
+   slower half was done). The workers share the CPUs out (``POLARS_MAX_THREADS``): one
+   single-threaded worker per CPU finished 0.5 s sooner on a 530 MB trace here than the parent
+   and one worker each decoding on every CPU, whose thread pools then fought over the cores.
+3. The parent decodes the top-level keys after the array, shifts the event ids of each block
    by the events before it (and times by the trace's base time), and puts the pieces together.
 
-A cut inside a string leaves a part whose last element does not decode, and any damage leaves
-a note; either way (or when a worker fails) the file is read again by the sequential loader,
-which words the error or recovers exactly as it always does. A gzip stream cannot be entered in
-the middle, so a large ``.json.gz`` is first decompressed, as a stream, into a temporary plain file
-beside the system's other temporary files (removed at the end), and that file is split; when it
-cannot be written (no space), the gzip file is read sequentially.
+A plain file's blocks are read by the workers from the file. A gzip stream cannot be entered in
+the middle, so the parent decompresses a ``.json.gz`` (zlib-ng) and writes each block into the
+stdin of the worker that asks for it, while the others decode: decompressing overlaps decoding,
+and no decompressed copy is written to disk (writing one cost 0.2-2 s of kernel time here).
 
-Memory: every worker holds its part's rows (compact: Categorical text, Int64 times), then their
-pieces, and one read window; the parent then holds the pieces of all parts.
+A cut inside a string leaves a block whose last element does not decode, and any damage leaves
+a note; either way (or when a worker fails) the file is read again by the sequential loader,
+which words the error or recovers exactly as it always does.
+
+Memory: every worker holds one block's text and rows, then their pieces; for a gzip file the
+parent holds the block it sends and the text read ahead for the next; then the pieces of all
+blocks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
-import shutil
+import selectors
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import IO, Any, cast
 
 import polars as pl
 from zlib_ng import gzip_ng, zlib_ng
@@ -60,9 +70,10 @@ __all__ = ["read_work_parts"]
 
 # below this the worker's start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
-_SEARCH = 1 << 20
-_GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not worth decompressing
-_GUNZIP_BLOCK = 4 << 20
+_BLOCK_MAX = 32 << 20
+_SEARCH = 1 << 20  # how far past a block's nominal end a boundary is looked for
+_GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not worth splitting
+_GUNZIP_READ = 4 << 20
 # zlib-ng's stub types its error as an instance
 _GUNZIP_ERRORS = (OSError, EOFError, cast("type[Exception]", zlib_ng.error))
 _WORKER = [sys.executable, "-m", __name__]
@@ -71,6 +82,17 @@ _GLIBC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD
 
 
 _Read = tuple[TraceMeta, list[str], Parts]  # what read_work_parts returns
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Elements of the events array from offset ``start`` of the (decompressed) text to ``end``
+    (None: the last block, up to the array's own ``]`` and beyond); ``data``: their text, sent to
+    the worker (None: the worker reads the plain file)."""
+
+    start: int
+    end: int | None
+    data: bytes | memoryview | None = None
 
 
 def default_workers() -> int:
@@ -98,8 +120,9 @@ def read_work_parts(
 ) -> _Read:
     """Metadata, notes and parts of the work rows of ``path``, decoded by ``workers`` processes.
 
-    Files smaller than ``min_bytes`` (gzip: smaller than ``min_bytes`` / 20) and ``workers=1``
-    are read sequentially, as is any file the split cannot read cleanly.
+    Files smaller than ``min_bytes`` (gzip: smaller than ``min_bytes`` / 20, or stating a
+    decompressed size below ``min_bytes``) and ``workers=1`` are read sequentially, as is any file
+    the split cannot read cleanly.
     """
     path = Path(path)
     workers = default_workers() if workers is None else workers
@@ -112,9 +135,9 @@ def read_work_parts(
     if workers >= 2 and size >= (min_bytes // _GZIP_RATIO if gz else min_bytes):
         try:
             if gz:
-                got = _read_gzip(path, workers, chunk_bytes, min_bytes)
+                got = _read_gzip(path, size, workers, chunk_bytes, min_bytes)
             else:
-                got = _read_parts(path, path, size, workers, chunk_bytes)
+                got = _read_plain(path, size, workers, chunk_bytes)
             if got is not None:
                 return got
         except (_Fallback, InputError):
@@ -125,39 +148,125 @@ def read_work_parts(
     return meta, notes, parts_of(rows, path.name)
 
 
-def _read_gzip(path: Path, workers: int, chunk_bytes: int, min_bytes: int) -> _Read | None:
-    """Decompress into a temporary file and split that; None when it is small or cannot be.
+def _block_bytes(left: int, workers: int, chunk_bytes: int) -> int:
+    """The next block's size: a share of what is left, so the last blocks are small."""
+    return max(chunk_bytes, min(_BLOCK_MAX, left // (2 * workers)))
 
-    zlib-ng's gzip module decompresses the stream 2.5-3x faster than the standard library's
-    (530 MB of JSON: 0.8-1.2 s instead of 3.0-3.3 s here), the same format and bytes.
-    """
-    with tempfile.TemporaryDirectory(prefix="nprof-gunzip-") as tmp:
-        plain = Path(tmp) / path.name.removesuffix(".gz")
-        try:
-            with gzip_ng.open(path, "rb") as src, plain.open("wb") as dst:  # type: ignore[no-untyped-call]
-                shutil.copyfileobj(src, dst, _GUNZIP_BLOCK)
-        except _GUNZIP_ERRORS:
-            return None  # damaged, or no space: the sequential loader reads the gzip itself
-        size = plain.stat().st_size
-        if size < min_bytes:
+
+def _read_plain(path: Path, size: int, workers: int, chunk_bytes: int) -> _Read | None:
+    head = _Reader(path, chunk_bytes, _Columns(True))
+    try:
+        prefix, array_format = head.find_array()
+    finally:
+        head.src.close()
+    with path.open("rb") as fh, tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp:
+        blocks = _file_blocks(fh, head.offset, size, workers, chunk_bytes)
+        ran = _run(path, blocks, workers, chunk_bytes, tmp)
+        if ran is None:
             return None
-        return _read_parts(path, plain, size, workers, chunk_bytes)
+        results, _ = ran
+        doc = _document(path, results[-1]["close"], prefix, array_format, chunk_bytes)
+        return _assemble(path, doc, results, tmp)
 
 
-def _cuts(path: Path, start: int, size: int, parts: int) -> list[tuple[int, int]]:
-    """(end of a part, start of the next) at the first boundary after each equal share."""
-    cuts: list[tuple[int, int]] = []
-    with path.open("rb") as fh:
-        for i in range(1, parts):
-            share = int((size - start) * i / parts)
-            at = max(start + share, cuts[-1][1] if cuts else start)
+def _file_blocks(
+    fh: IO[bytes], pos: int, size: int, workers: int, chunk_bytes: int
+) -> Iterator[_Block]:
+    """Blocks of a plain file whose array's elements start at ``pos``."""
+    while True:
+        at = pos + _block_bytes(size - pos, workers, chunk_bytes)
+        found = None
+        while found is None and at < size:
             fh.seek(at)
-            window = fh.read(_SEARCH)
-            m = BOUNDARY.search(window)
-            if m is None:
+            window = fh.read(_SEARCH + 64)  # overlapping: a separator across two windows
+            found = BOUNDARY.search(window)
+            if found is None:
+                at += _SEARCH  # inside an element longer than the search
+        if found is None:
+            yield _Block(pos, None)
+            return
+        yield _Block(pos, at + found.start() + 1)
+        pos = at + found.end() - 1
+
+
+def _read_gzip(
+    path: Path, size: int, workers: int, chunk_bytes: int, min_bytes: int
+) -> _Read | None:
+    """Decompress a gzip file as a stream and send its blocks to the workers.
+
+    zlib-ng's gzip module decompresses 2.5-3x faster than the standard library's (the same
+    format and bytes). The trailer's size (modulo 4 GiB) sizes the blocks.
+    """
+    left = _gzip_size(path, size)
+    if left < min_bytes:
+        return None
+    try:
+        with (
+            gzip_ng.open(path, "rb") as stream,  # type: ignore[no-untyped-call]
+            tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp,
+        ):
+            head = _Reader(path, chunk_bytes, _Columns(True), stream=stream)
+            prefix, array_format = head.find_array()
+            blocks = _stream_blocks(head, stream, left, workers, chunk_bytes)
+            ran = _run(path, blocks, workers, chunk_bytes, tmp)
+            if ran is None:
+                return None
+            results, last = ran
+            close = results[-1]["close"] - last.start
+            doc = _document(path, close, prefix, array_format, chunk_bytes, bytes(last.data or b""))
+            return _assemble(path, doc, results, tmp)
+    except _GUNZIP_ERRORS:
+        return None  # damaged: the sequential loader reads the gzip itself and words it
+
+
+def _gzip_size(path: Path, size: int) -> int:
+    """The decompressed size a gzip file's trailer states (it is kept modulo 4 GiB)."""
+    with path.open("rb") as fh:
+        fh.seek(max(0, size - 4))
+        stated = int.from_bytes(fh.read(4), "little")
+    while stated < size:  # a trace is larger than its compressed file
+        stated += 1 << 32
+    return stated
+
+
+def _stream_blocks(
+    rd: _Reader, stream: IO[bytes], size: int, workers: int, chunk_bytes: int
+) -> Iterator[_Block]:
+    """Blocks of ``stream``, whose array ``rd`` has just found (``size``: a guess).
+
+    The text goes through one buffer, read into and sent from in place: a block is a view of it,
+    valid until the next block is asked for (the last block is a copy). Block-sized objects made
+    and freed one after another stayed resident in the parent (glibc's heap: 26 MB more at the
+    peak on a 530 MB trace here).
+    """
+    buf = bytearray(max(len(rd.buf), _BLOCK_MAX) + _SEARCH + _GUNZIP_READ)
+    filled = len(rd.buf)
+    buf[:filled] = rd.buf
+    pos = rd.offset  # of buf[0] in the stream
+    eof = False
+    while True:
+        want = _block_bytes(size - pos, workers, chunk_bytes)
+        need = want + _SEARCH
+        while True:
+            while not eof and filled < need:
+                if len(buf) - filled < _GUNZIP_READ:  # an element longer than the buffer
+                    buf = bytearray(buf[:filled]) + bytes(len(buf))
+                with memoryview(buf) as view:
+                    got = stream.readinto(view[filled : filled + _GUNZIP_READ])  # type: ignore[attr-defined]
+                filled += got
+                eof = not got
+            found = BOUNDARY.search(buf, want, filled)
+            if found is not None or eof:
                 break
-            cuts.append((at + m.start() + 1, at + m.end() - 1))
-    return cuts
+            need = filled + _SEARCH  # inside an element longer than the search: read on
+        if found is None:
+            yield _Block(pos, None, bytes(memoryview(buf)[:filled]))
+            return
+        end, nxt = found.start() + 1, found.end() - 1
+        yield _Block(pos, pos + end, memoryview(buf)[:end])
+        buf[: filled - nxt] = buf[nxt:filled]  # the same length: allowed while a view exists
+        filled -= nxt
+        pos += nxt
 
 
 def _worker_env(workers: int) -> dict[str, str]:
@@ -176,77 +285,134 @@ def _worker_env(workers: int) -> dict[str, str]:
     return env
 
 
-def _read_parts(path: Path, plain: Path, size: int, workers: int, chunk_bytes: int) -> _Read | None:
-    """Split the uncompressed ``plain`` (``path`` itself, or its decompressed copy)."""
-    head = _Reader(plain, chunk_bytes, _Columns(True))
+def _run(
+    path: Path, blocks: Iterator[_Block], workers: int, chunk_bytes: int, tmp: str
+) -> tuple[list[dict[str, Any]], _Block] | None:
+    """Decode ``blocks`` with ``workers`` processes, each block to the first that asks.
+
+    Returns every block's counters in block order and the last block; None when a worker
+    failed or a block did not decode cleanly.
+    """
+    procs = [
+        subprocess.Popen(
+            [*_WORKER, str(path), str(chunk_bytes), tmp],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=_worker_env(workers),
+        )
+        for _ in range(workers)
+    ]
+    results: dict[int, dict[str, Any]] = {}
+    count = 0
+    last: _Block | None = None  # only the last block's text is kept: the document's end
+
+    def feed(proc: subprocess.Popen[bytes]) -> bool:
+        """Send the next block to ``proc``; False (and its stdin closed) when none is left."""
+        nonlocal count, last
+        stdin = cast("IO[bytes]", proc.stdin)
+        block = next(blocks, None)
+        if block is None:
+            stdin.close()
+            return False
+        size = -1 if block.data is None else len(block.data)
+        job = {"block": count, "start": block.start, "end": block.end, "data": size}
+        stdin.write(json.dumps(job).encode() + b"\n")
+        if block.data is not None:
+            stdin.write(block.data)
+        stdin.flush()
+        last = block
+        count += 1
+        return True
+
     try:
-        prefix, array_format = head.find_array()
-    finally:
-        head.src.close()
-    start = head.offset
-    cuts = _cuts(plain, start, size, workers)
-    if not cuts:
-        return None
-    spans = list(zip([start] + [nxt for _, nxt in cuts], [str(end) for end, _ in cuts] + [""]))
-    env = _worker_env(len(spans))
-    with tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp:
-        procs = [
-            subprocess.Popen(
-                [*_WORKER, str(plain), str(a), b, str(chunk_bytes), tmp, str(i)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                env=env,
-            )
-            for i, (a, b) in enumerate(spans)
-        ]
-        try:
-            codes = [p.wait() for p in procs]
-        except BaseException:
-            for p in procs:
-                p.kill()
-            raise
-        if any(codes):
+        with selectors.DefaultSelector() as sel:
+            for proc in procs:
+                if feed(proc):
+                    sel.register(cast("IO[bytes]", proc.stdout), selectors.EVENT_READ, proc)
+            busy = len(sel.get_map())
+            while busy:
+                for key, _ in sel.select():
+                    result = _answer(cast("IO[bytes]", key.fileobj).readline())
+                    if result is None:
+                        return None
+                    results[result["block"]] = result
+                    if not feed(key.data):
+                        sel.unregister(key.fileobj)
+                        busy -= 1
+        if any(proc.wait() for proc in procs):
             return None
-        metas = [json.loads(Path(_outputs(tmp, i)["meta"]).read_text()) for i in range(len(spans))]
-        doc = _document(plain, metas[-1]["close"], prefix, array_format, chunk_bytes)
-        notes = counter_notes(path, sum(m["bad"] for m in metas), sum(m["negative"] for m in metas))
-        latest = [m["latest_x"] for m in metas if m["latest_x"] is not None]
-        escaped = sum(m["escaped"] for m in metas)
-        trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
-        pieces, offset = [], 0
-        for i, meta in enumerate(metas):
-            # as assemble() does to the events: event ids in file order, the base time added
-            ids = pl.col("event_id") + offset
-            times = pl.col("ts_ns") + (trace_meta.base_time_ns or 0)
-            frames = {k: pl.read_ipc(f) for k, f in _outputs(tmp, i).items() if k != "meta"}
-            pieces.append(
-                Pieces(
-                    host=frames["host"].with_columns(ids, times),
-                    device=frames["device"].with_columns(ids, times),
-                    flows=frames["flows"].with_columns(times),
-                    step_rows=frames["step_rows"].with_columns(times),
-                    categories=meta["categories"],
-                )
+    except BrokenPipeError:  # a worker died while it was sent a block
+        return None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe is not None:
+                    with contextlib.suppress(OSError):  # a block left unsent to a dead worker
+                        pipe.close()
+    assert last is not None  # both block iterators yield at least one block
+    return [results[i] for i in range(count)], last
+
+
+def _answer(line: bytes) -> dict[str, Any] | None:
+    """A worker's counters for a block; None when it failed, died (no line) or said something
+    else."""
+    try:
+        result = json.loads(line)
+    except ValueError:
+        return None
+    return result if isinstance(result, dict) and result.get("ok") is True else None
+
+
+def _assemble(path: Path, doc: dict[str, object], results: list[dict[str, Any]], tmp: str) -> _Read:
+    """Metadata, notes and parts from the blocks' counters and pieces."""
+    notes = counter_notes(path, sum(r["bad"] for r in results), sum(r["negative"] for r in results))
+    latest = [r["latest_x"] for r in results if r["latest_x"] is not None]
+    escaped = sum(r["escaped"] for r in results)
+    trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
+    pieces, offset = [], 0
+    for i, result in enumerate(results):
+        # as assemble() does to the events: event ids in file order, the base time added
+        ids = pl.col("event_id") + offset
+        times = pl.col("ts_ns") + (trace_meta.base_time_ns or 0)
+        frames = {k: pl.read_ipc(f) for k, f in _outputs(tmp, i).items()}
+        pieces.append(
+            Pieces(
+                host=frames["host"].with_columns(ids, times),
+                device=frames["device"].with_columns(ids, times),
+                flows=frames["flows"].with_columns(times),
+                step_rows=frames["step_rows"].with_columns(times),
+                categories=result["categories"],
             )
-            offset += meta["events"]
+        )
+        offset += result["events"]
     return trace_meta, notes, merge(pieces, path.name)
 
 
-def _outputs(tmp: str, part: int) -> dict[str, str]:
-    """Where a worker writes its pieces (Arrow IPC) and its counters (JSON)."""
-    files = {name: f"{tmp}/part{part}.{name}.arrow" for name in FRAMES}
-    return {**files, "meta": f"{tmp}/part{part}.json"}
+def _outputs(tmp: str, block: int) -> dict[str, str]:
+    """Where a worker writes a block's pieces (Arrow IPC)."""
+    return {name: f"{tmp}/block{block}.{name}.arrow" for name in FRAMES}
 
 
 def _document(
-    path: Path, close: int, prefix: bytes | None, array_format: bool, chunk_bytes: int
+    path: Path,
+    close: int,
+    prefix: bytes | None,
+    array_format: bool,
+    chunk_bytes: int,
+    data: bytes | None = None,
 ) -> dict[str, object]:
-    """The top-level keys around the array, whose ``]`` is at offset ``close``.
+    """The top-level keys around the array, whose ``]`` is at offset ``close`` of the file (or of
+    ``data``, the last block's text of a gzip file).
 
     Raises ``_Fallback`` when what follows the array is not clean: the sequential loader then
     words the damage or recovers, as it does for any file.
     """
-    rd = _Reader(path, chunk_bytes, _Columns(True), (close, None, b""))
+    stream = None if data is None else io.BytesIO(data)
+    rd = _Reader(path, chunk_bytes, _Columns(True), (close, None, b""), stream)
     rd.prefix_is_array = array_format
     try:
         rd.more()
@@ -255,43 +421,60 @@ def _document(
         rd.src.close()
 
 
-def _worker(argv: list[str]) -> int:
-    """Decode ``[start, end)`` of ``path`` as an array (``end`` empty: up to the array's own
-    ``]``); write its pieces and counters into the folder ``tmp`` as part ``part``; 3 if not
-    clean."""
-    path, start, end_arg, chunk, tmp, part = argv
-    end = int(end_arg) if end_arg else None
+def _decode_block(
+    path: Path, chunk_bytes: int, tmp: str, job: dict[str, Any], data: bytes | None
+) -> dict[str, Any]:
+    """Decode one block (``job`` as :func:`_run` sends it); write its pieces; its counters."""
+    start, end, last = job["start"], job["end"], job["end"] is None
+    tail = b"" if last else b"]"
     cols = _Columns(True)
-    rd = _Reader(Path(path), int(chunk), cols, (int(start), end, b"" if end is None else b"]"))
+    if data is None:
+        rd = _Reader(path, chunk_bytes, cols, (start, end, tail))
+    else:
+        rd = _Reader(path, chunk_bytes, cols, (0, None, tail), io.BytesIO(data))
     try:
         close = rd.events()
-        if close is not None and (rd.notes or (end is not None and rd.buf[close + 1 :].strip())):
-            close = None  # damaged, or more than the part's own array
+        if close is not None and (rd.notes or (not last and rd.buf[close + 1 :].strip())):
+            close = None  # damaged, or more than the block's own array
     except Exception:  # any failure sends the parent to the sequential loader
         close = None
     finally:
         rd.src.close()
     if close is None:
-        return 3
-    rows = cols.frame()
-    top = latest_complete(rows)
-    cuts = batches(rows)
-    cols.frames.clear()
-    del rows  # the batches hold the only references: pieces_of lets them go
-    pieces = pieces_of(cuts)
-    out = _outputs(tmp, int(part))
+        return {"block": job["block"], "ok": False}
+    rows = [cols.frame()]
+    top = latest_complete(rows[0])
+    cols.frames.clear()  # the list holds the only reference: pieces_of lets the rows go
+    pieces = pieces_of(rows)
+    out = _outputs(tmp, job["block"])
     for name, frame in pieces.frames().items():
         frame.write_ipc(out[name], compression="uncompressed")
-    counters = {
+    return {
+        "block": job["block"],
+        "ok": True,
         "events": cols.index,
         "bad": cols.bad,
         "negative": cols.negative,
         "escaped": cols.escaped,
         "categories": pieces.categories,
         "latest_x": top,
-        "close": int(start) + rd.offset + close,  # rd.offset counts from the span's start
+        "close": start + rd.offset + close,  # rd.offset counts from the span's start
     }
-    Path(out["meta"]).write_text(json.dumps(counters))
+
+
+def _worker(argv: list[str]) -> int:
+    """Decode the blocks sent on stdin (a JSON line, then as many bytes as its ``data`` says);
+    answer each with a JSON line of counters; 3 after a block that did not decode cleanly."""
+    path, chunk, tmp = argv
+    jobs, answers = sys.stdin.buffer, sys.stdout
+    while line := jobs.readline():
+        job = json.loads(line)
+        data = jobs.read(job["data"]) if job["data"] >= 0 else None
+        result = _decode_block(Path(path), int(chunk), tmp, job, data)
+        answers.write(json.dumps(result) + "\n")
+        answers.flush()
+        if not result["ok"]:
+            return 3
     return 0
 
 

@@ -153,15 +153,21 @@ class _Source:
 
     ``span`` = (start, end, tail) reads the bytes ``[start, end)`` of a plain file (``end`` None:
     to its end), followed by ``tail`` -- a part of the events array read as an array of its own
-    (:mod:`.split`).
+    (:mod:`.split`). ``stream``: read this (decompressed) stream instead of the file, which then
+    only names it.
     """
 
-    def __init__(self, path: Path, span: tuple[int, int | None, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        span: tuple[int, int | None, bytes] | None = None,
+        stream: IO[bytes] | None = None,
+    ) -> None:
         self.path = path
         self.left: int | None = None  # bytes of the span still to read
         self.tail = b""
         try:
-            raw: IO[bytes] = path.open("rb")
+            raw: IO[bytes] = path.open("rb") if stream is None else stream
         except IsADirectoryError as exc:
             raise InputError(path, "is a folder, expected a trace file") from exc
         except FileNotFoundError as exc:
@@ -170,11 +176,11 @@ class _Source:
             raise InputError(path, f"cannot be read ({exc.strerror})") from exc
         self._raw = raw
         self._fh: IO[bytes] | gzip.GzipFile = raw
-        if self._read_raw(2) == b"\x1f\x8b":
+        if stream is None:
+            gz = self._read_raw(2) == b"\x1f\x8b"
             raw.seek(0)
-            self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
-        else:
-            raw.seek(0)
+            if gz:
+                self._fh = gzip.GzipFile(fileobj=raw, mode="rb")
         if span is not None:
             start, end, self.tail = span
             raw.seek(start)
@@ -592,9 +598,10 @@ class _Reader:
         chunk_bytes: int,
         cols: _Columns,
         span: tuple[int, int | None, bytes] | None = None,
+        stream: IO[bytes] | None = None,
     ) -> None:
         self.path = path
-        self.src = _Source(path, span)
+        self.src = _Source(path, span, stream)
         self.chunk = max(64, chunk_bytes)
         self.cols = cols
         self.buf = b""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,57 @@ def test_garbage_after_the_array_reads_as_the_sequential_loader_does(
     # the parent found the tail not clean and let the sequential read word it
     assert calls == [path]
     assert_equal(got, want)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_elements_longer_than_the_search_window(
+    tmp_path: Path, gz: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cut that lands in an element longer than the boundary search reads on to the next one
+    (and a gzip stream's buffer grows for it) instead of giving up on splitting."""
+    events = _events(300)
+    for i in range(5, len(events), 40):
+        events[i]["args"] = {"External id": i, "Input Dims": [[7] * 200] * 3}  # about 2 KB
+    text = json.dumps({"traceEvents": events, "schemaVersion": 1}).encode()
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    want = sequential(path)
+    no_sequential(monkeypatch)
+    monkeypatch.setattr(split, "_SEARCH", 16)
+    monkeypatch.setattr(split, "_GUNZIP_READ", 256)
+    monkeypatch.setattr(split, "_BLOCK_MAX", 4096)
+    assert_equal(read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1024), want)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("code", ["import sys; sys.exit(1)", "import sys; sys.stdout.write('{}')"])
+def test_a_failing_worker_sends_the_file_to_the_sequential_loader(
+    tmp_path: Path, gz: bool, code: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that dies before it reads its block (the parent's write to it breaks) or answers
+    nonsense: the file is read sequentially, with the same result."""
+    text = json.dumps({"traceEvents": _events(3000)}).encode()
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(text) if gz else text)
+    want = sequential(path)
+    calls = counting(monkeypatch)
+    monkeypatch.setattr(split, "_WORKER", [sys.executable, "-c", code])
+    assert_equal(read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1 << 16), want)
+    assert calls == [path]
+
+
+def test_blocks_shrink_towards_the_end_and_cover_the_array(tmp_path: Path) -> None:
+    """Blocks follow each other without a gap, cut at element boundaries, and get smaller."""
+    path = tmp_path / "t.json"
+    text = json.dumps({"traceEvents": _events(3000)}).encode()
+    path.write_bytes(text)
+    start = text.index(b"[") + 1
+    with path.open("rb") as fh:
+        blocks = list(split._file_blocks(fh, start, len(text), 2, 1024))
+    assert blocks[0].start == start and blocks[-1].end is None
+    for a, b in itertools.pairwise(blocks):
+        assert a.end is not None and text[a.end - 1 : a.end] == b"}"
+        assert text[b.start : b.start + 1] == b"{"
+        assert not text[a.end : b.start].strip(b" ,")
+    sizes = [b.end - b.start for b in blocks[:-1] if b.end is not None]
+    assert sizes[0] > 4 * sizes[-1] and len(blocks) > 8
