@@ -43,7 +43,7 @@ from nprof_report.errors import InputError, NprofError
 from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.sources import LoadedSource, load_source, needs_all_events
-from nprof_report.parse.split import DECODE_WORKERS_ENV
+from nprof_report.parse.workerpool import DECODE_WORKERS_ENV
 
 PEAK_FACTOR = 3.5
 GZIP_RATIO = 10

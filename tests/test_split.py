@@ -13,7 +13,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
-from nprof_report.parse import split
+from nprof_report.parse import split, workerpool
 from nprof_report.parse.load import TraceMeta
 from nprof_report.parse.parts import Parts, batches, parts_of
 from nprof_report.parse.split import read_work_parts
@@ -238,7 +238,7 @@ def test_a_failing_worker_sends_the_file_to_the_sequential_loader(
     path.write_bytes(gzip.compress(text) if gz else text)
     want = sequential(path)
     calls = counting(monkeypatch)
-    monkeypatch.setattr(split, "_WORKER", [sys.executable, "-c", code])
+    monkeypatch.setattr(workerpool, "_WORKER", [sys.executable, "-c", code])
     assert_equal(read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1 << 16), want)
     assert calls == [path]
 
@@ -258,3 +258,42 @@ def test_blocks_shrink_towards_the_end_and_cover_the_array(tmp_path: Path) -> No
         assert not text[a.end : b.start].strip(b" ,")
     sizes = [b.end - b.start for b in blocks[:-1] if b.end is not None]
     assert sizes[0] > 4 * sizes[-1] and len(blocks) > 8
+
+
+def test_prestarted_workers_are_taken_by_the_split_or_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ops/build start the workers for a large trace file before importing Polars; the split
+    takes them, and workers started for another count, or never used, are stopped."""
+    monkeypatch.setattr(workerpool, "_started", [])
+    monkeypatch.setenv(workerpool.DECODE_WORKERS_ENV, "2")
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:
+        fh.truncate(workerpool.MIN_SPLIT_BYTES)  # sparse: only its size is looked at
+    small = tmp_path / "small.json"
+    small.write_text("{}")
+    workerpool.prestart([small, tmp_path, tmp_path / "missing.json"])
+    assert workerpool._started == []
+    workerpool.prestart([tmp_path, big])
+    started = list(workerpool._started)
+    assert len(started) == 2
+    assert workerpool.spawn(2) == started and workerpool._started == []
+    for proc in started:  # a worker sent no block exits cleanly when its stdin closes
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        proc.stdout.close()
+    workerpool.prestart([big])
+    other = list(workerpool._started)
+    fresh = workerpool.spawn(3)  # started for 2: stopped, three new ones instead
+    assert all(p.poll() is not None for p in other) and not set(fresh) & set(other)
+    for proc in fresh:
+        proc.kill()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+    workerpool.prestart([big])
+    unused = list(workerpool._started)
+    workerpool._release()  # what runs at exit
+    assert all(p.poll() is not None for p in unused) and workerpool._started == []

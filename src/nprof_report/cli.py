@@ -14,6 +14,7 @@ import click
 
 from nprof_report import __version__
 from nprof_report.errors import NprofError
+from nprof_report.parse.workerpool import prestart
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -118,6 +119,7 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
     with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
     """
+    prestart(list(paths))
     from nprof_report.report.build import build_report
 
     for written in build_report(list(paths), out=out, jobs=jobs, use_cache=not no_cache):
@@ -138,6 +140,7 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
 @_no_cache
 def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> None:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
+    prestart([path])
     from nprof_report.report.opsview import render_ops
 
     click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
