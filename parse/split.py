@@ -436,4 +436,6 @@ def _worker() -> int:
 if __name__ == "__main__":
     code = _worker()
     sys.stdout.flush()
+    # everything is written: skip the interpreter's teardown (freeing Polars' memory), which the
+    # parent would otherwise wait for before it can put the pieces together
     os._exit(code)
