@@ -16,9 +16,8 @@ trace is decoded by several processes at once -- threads would share one interpr
    the parent never holds the rows themselves. A worker answers each block with its counters
    on its stdout, which is also its request for the next: a worker on a core that something
    else is using takes fewer blocks (with two fixed halves, the other core idled until the
-   slower half was done). The workers share the CPUs out (``POLARS_MAX_THREADS``): one
-   single-threaded worker per CPU finished 0.5 s sooner on a 530 MB trace here than the parent
-   and one worker each decoding on every CPU, whose thread pools then fought over the cores.
+   slower half was done). The workers share the CPUs out (``POLARS_MAX_THREADS``;
+   :func:`~nprof_report.parse.workerpool.worker_env` says why).
 3. The parent decodes the top-level keys after the array, shifts the event ids of each block
    by the events before it (and times by the trace's base time), and puts the pieces together.
 
@@ -66,7 +65,13 @@ from nprof_report.parse.stream import (
     counter_notes,
     read_trace_stream,
 )
-from nprof_report.parse.workerpool import MIN_SPLIT_BYTES, default_workers, spawn, worth_splitting
+from nprof_report.parse.workerpool import (
+    MIN_SPLIT_BYTES,
+    default_workers,
+    size_and_gzip,
+    spawn,
+    worth_splitting,
+)
 
 __all__ = ["read_work_parts"]
 
@@ -107,12 +112,10 @@ def read_work_parts(
     path = Path(path)
     workers = default_workers() if workers is None else workers
     try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            gz = fh.read(2) == b"\x1f\x8b"
+        size, gz = size_and_gzip(path)
     except OSError:
         size, gz = 0, False  # let the sequential loader word the error
-    if workers >= 2 and worth_splitting(path, size, gz, min_bytes):
+    if workers >= 2 and worth_splitting(size, gz, min_bytes):
         try:
             if gz:
                 got = _read_gzip(path, size, workers, chunk_bytes, min_bytes)
@@ -193,7 +196,7 @@ def _read_gzip(
                 return None
             results, last = ran
             close = results[-1]["close"] - last.start
-            doc = _document(path, close, prefix, array_format, chunk_bytes, bytes(last.data or b""))
+            doc = _document(path, close, prefix, array_format, chunk_bytes, last.data)
             return _assemble(path, doc, results, tmp)
     except _GUNZIP_ERRORS:
         return None  # damaged: the sequential loader reads the gzip itself and words it
@@ -230,7 +233,7 @@ def _stream_blocks(
         while True:
             while not eof and filled < need:
                 if len(buf) - filled < _GUNZIP_READ:  # an element longer than the buffer
-                    buf = bytearray(buf[:filled]) + bytes(len(buf))
+                    buf = buf[:filled] + bytes(len(buf))
                 with memoryview(buf) as view:
                     got = stream.readinto(view[filled : filled + _GUNZIP_READ])  # type: ignore[attr-defined]
                 filled += got
@@ -359,7 +362,7 @@ def _document(
     prefix: bytes | None,
     array_format: bool,
     chunk_bytes: int,
-    data: bytes | None = None,
+    data: bytes | memoryview | None = None,
 ) -> dict[str, object]:
     """The top-level keys around the array, whose ``]`` is at offset ``close`` of the file (or of
     ``data``, the last block's text of a gzip file).
@@ -401,8 +404,9 @@ def _decode_block(job: dict[str, Any], data: bytes | None) -> dict[str, Any]:
     top = latest_complete(rows[0])
     cols.frames.clear()  # the list holds the only reference: pieces_of lets the rows go
     pieces = pieces_of(rows)
+    frames = pieces.frames()
     out = _outputs(tmp, job["block"])
-    for name, frame in pieces.frames().items():
+    for name, frame in frames.items():
         frame.write_ipc(out[name], compression="uncompressed")
     return {
         "block": job["block"],
@@ -412,7 +416,7 @@ def _decode_block(job: dict[str, Any], data: bytes | None) -> dict[str, Any]:
         "negative": cols.negative,
         "escaped": cols.escaped,
         "categories": pieces.categories,
-        "rows": {name: frame.height for name, frame in pieces.frames().items()},
+        "rows": {name: frame.height for name, frame in frames.items()},
         "latest_x": top,
         "close": start + rd.offset + close,  # rd.offset counts from the span's start
     }

@@ -44,7 +44,13 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def worth_splitting(path: Path, size: int, gz: bool, min_bytes: int = MIN_SPLIT_BYTES) -> bool:
+def size_and_gzip(path: Path) -> tuple[int, bool]:
+    """A file's size and whether it is gzip-compressed (by magic number); raises ``OSError``."""
+    with path.open("rb") as fh:
+        return os.fstat(fh.fileno()).st_size, fh.read(2) == b"\x1f\x8b"
+
+
+def worth_splitting(size: int, gz: bool, min_bytes: int = MIN_SPLIT_BYTES) -> bool:
     """Whether a file of ``size`` bytes (``gz``: gzip-compressed) is large enough to split."""
     return size >= (min_bytes // GZIP_RATIO if gz else min_bytes)
 
@@ -60,11 +66,7 @@ def prestart(paths: list[Path]) -> None:
         return
     for path in paths:
         try:
-            if not path.is_file():
-                continue
-            with path.open("rb") as fh:
-                gz = fh.read(2) == b"\x1f\x8b"
-            if worth_splitting(path, path.stat().st_size, gz):
+            if path.is_file() and worth_splitting(*size_and_gzip(path)):
                 break
         except OSError:
             continue  # the loader words it
