@@ -50,14 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import numpy as np
 import polars as pl
 from zlib_ng import gzip_ng, zlib_ng
 
 from nprof_report.errors import InputError
 from nprof_report.parse.load import TraceMeta, describe, latest_complete
-from nprof_report.parse.ndjson import BOUNDARY
 from nprof_report.parse.parts import FRAMES, Parts, Pieces, batches, merge, parts_of, pieces_of
+from nprof_report.parse.polars_json import BOUNDARY
 from nprof_report.parse.stream import (
     _Columns,
     _Fallback,
@@ -336,6 +335,8 @@ def _assemble(path: Path, doc: dict[str, object], results: list[dict[str, Any]],
     latest = [r["latest_x"] for r in results if r["latest_x"] is not None]
     escaped = sum(r["escaped"] for r in results)
     trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
+    import numpy as np  # here, not at the top: the workers import this module and need no NumPy
+
     # as assemble() does to the events: event ids in file order, the base time added
     before = np.cumsum([0] + [r["events"] for r in results[:-1]])
     times = pl.col("ts_ns") + (trace_meta.base_time_ns or 0)

@@ -69,7 +69,7 @@ from nprof_report.parse.load import (
     orjson_int,
     read_trace,
 )
-from nprof_report.parse.ndjson import BOUNDARY, CONTROL, clean_column, decode_piece
+from nprof_report.parse.polars_json import BOUNDARY, CONTROL, clean_column, decode_piece
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
 __all__ = ["read_trace_stream"]
@@ -482,7 +482,7 @@ def _same(s: pl.Series) -> pl.Series:
 
 
 def _clean_col(s: pl.Series) -> pl.Series:
-    """:func:`~nprof_report.parse.ndjson.clean_column` when a distinct value needs it."""
+    """:func:`~nprof_report.parse.polars_json.clean_column` when a distinct value needs it."""
     if not s.unique().str.contains(CONTROL).any():  # few distinct values: look at those
         return s
     return clean_column(s)

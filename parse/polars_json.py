@@ -1,16 +1,23 @@
-"""Decode a piece of the ``traceEvents`` array with Polars' NDJSON reader, where that is exact.
+"""Decode a piece of the ``traceEvents`` array with Polars' JSON readers, where that is exact.
 
 The streaming loader's typed ``msgspec`` decode makes a Python object of every field of every
 event and then builds columns from them; three quarters of its time goes to those objects.
-Polars' NDJSON reader builds the columns in Rust, about twice as fast per byte here. It is strict
-JSON (a control character in a string, bad UTF-8, NaN, a trailing comma, a line that is not one
-object all fail), so a piece it accepts is valid JSON. A piece becomes NDJSON by turning its
-newlines into tabs -- whitespace between tokens, while inside a string a raw tab is as invalid
-as the raw newline was -- and the comma of each element separator (``}`` ``,`` ``{``) into a
-newline; a separator found inside a string leaves a line that does not parse.
+Polars' readers build the columns in Rust. Two routes, the first preferred:
 
-The reader is lenient where ``read_trace`` is not, so :func:`decode_piece` returns None -- the
-caller then takes the exact path -- for any piece that could read differently:
+- **array**: ``pl.read_json`` on the piece cut into sub-pieces of about 512 KB, each read as an
+  array of its own. A sub-piece's parsed document stays in the CPU caches: on 8 MB pieces of a
+  530 MB trace this took 25-35 % fewer instructions than the line route, and about half the
+  time on indented text (no newline rewriting). A cut that falls inside a string leaves text
+  that does not parse, which sends the piece to the line route.
+- **lines**: Polars' NDJSON reader, after the piece is made NDJSON by turning its newlines into
+  tabs -- whitespace between tokens, while inside a string a raw tab is as invalid as the raw
+  newline was -- and the comma of each element separator (``}`` ``,`` ``{``) into a newline; a
+  separator found inside a string leaves a line that does not parse.
+
+Both are strict JSON (a control character in a string, bad UTF-8, NaN, a trailing comma, an
+element that is not an object all fail), so a piece they accept is valid JSON. Both are lenient
+where ``read_trace`` is not, so :func:`decode_piece` returns None -- the caller then takes the
+exact path -- for any piece that could read differently:
 
 - ``\\uD8xx``-``\\uDFxx`` escapes (a lone surrogate becomes NUL instead of an error);
 - a text field (ph, cat, name, pid, tid, id) whose value was not a string or an integer the
@@ -19,8 +26,13 @@ caller then takes the exact path -- for any piece that could read differently:
 - ``External id`` / ``correlation`` at the Int64 minimum, which ``as_int`` refuses;
 - the lower-case ``external id`` (read only when ``External id`` is absent);
 - a ``"ts": null`` on a metadata event (``null`` and a missing key differ there).
+
+The array route reads numbers more leniently still (``true`` as 1, a float id truncated), so
+a piece goes from it to the line route when a value could be such a reading: ``ts`` or an id
+equal to 0 or 1, an id beyond ``as_int``'s range; ``dur`` is read there as text and parsed as
+Python's ``float`` would (a value it cannot parse, or NaN or infinity, sends the piece on too).
 Strings, integers within 64 bits, ``null`` and missing keys read as ``read_trace`` reads them.
-Duplicate keys are the one documented difference: the reader keeps the first, orjson the last.
+Duplicate keys are the one documented difference: the readers keep the first, orjson the last.
 """
 
 from __future__ import annotations
@@ -52,6 +64,12 @@ _SCHEMA = pl.Schema(
         "args": _IDS,
     }
 )
+# the array route reads ``dur`` as text: its numeric reading takes ``true`` for 1, and ``dur`` is
+# 0 or 1 in many traces (whole microseconds); ``ts`` and the ids are rarely, so those stay numbers
+_ARRAY = pl.Schema({**_SCHEMA, "dur": pl.String()})
+_PART = 512 << 10
+# as_int refuses a float id this large, which the array route would read as an integer
+_ID_LIMIT = 9.2e18
 _TEXT_FIELDS = ("ph", "cat", "name", "pid", "tid", "id")
 # the text fields stored as Categorical (schema.EVENTS)
 _LABELS = ("ph", "cat", "name", "pid", "tid")
@@ -77,23 +95,75 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
     # for the escape itself ran at only 1 GB/s
     if b"\\" in body and _SURROGATE.search(body):
         return None
-    body = body.replace(b"\n", b"\t")
-    if not body.strip(b" \t\r"):
+    if not body.strip(b" \t\r\n"):
         return None
+    df = _read_array(body)
+    if df is not None:
+        checked = _checked(df, body, by_line=False)
+        if not isinstance(checked, _Lines):
+            return checked
+    read = _read_lines(body)
+    del body
+    if read is None:
+        return None
+    checked = _checked(*read, by_line=True)
+    assert not isinstance(checked, _Lines)  # by_line: the lines were looked at
+    return checked
+
+
+class _Lines:
+    """:func:`_checked`'s answer when only a line-by-line look can settle a doubt."""
+
+
+_LINES = _Lines()
+
+
+def _read_array(body: bytes) -> pl.DataFrame | None:
+    """The array route: the piece read in sub-pieces; None where it may have read leniently."""
+    frames: list[pl.DataFrame] = []
+    start, n = 0, len(body)
+    while start < n:
+        cut = BOUNDARY.search(body, start + _PART) if start + _PART < n else None
+        end = cut.start() + 1 if cut else n
+        try:
+            frames.append(pl.read_json(io.BytesIO(b"[" + body[start:end] + b"]"), schema=_ARRAY))
+        except pl.exceptions.PolarsError:
+            return None
+        start = cut.end() - 1 if cut else n
+    df = pl.concat(frames)
+    dur = pl.col("dur").cast(pl.Float64, strict=False)
+    ids = (pl.col("args").struct.field(f) for f in ("External id", "correlation"))
+    doubt = df.select(
+        pl.any_horizontal(
+            pl.col("ts").is_in([0.0, 1.0]).any(),
+            (pl.col("dur").is_not_null() & (dur.is_null() | ~dur.is_finite())).any(),
+            *((i.is_in([0, 1]) | (i.abs() >= _ID_LIMIT)).any() for i in ids),
+        )
+    ).item()
+    return None if doubt else df.with_columns(dur)
+
+
+def _read_lines(body: bytes) -> tuple[pl.DataFrame, bytes] | None:
+    """The line route: the frame and the NDJSON text it was read from (None: not NDJSON)."""
+    body = body.replace(b"\n", b"\t")
     first = BOUNDARY.search(body)
     # the separator's comma becomes the newline: a replacement of the same length is done in
     # one pass (CPython counts the matches first otherwise), 9 instead of 15-18 ms per 8 MB
     # of multi-line text; the whitespace left around it is JSON's own
     lines = body.replace(first.group(), first.group().replace(b",", b"\n")) if first else body
     try:
-        df = pl.read_ndjson(io.BytesIO(lines), schema=_SCHEMA)
+        return pl.read_ndjson(io.BytesIO(lines), schema=_SCHEMA), lines
     except pl.exceptions.PolarsError:
         lines = BOUNDARY.sub(b"}\n{", body)  # separators written in more than one way
         try:
-            df = pl.read_ndjson(io.BytesIO(lines), schema=_SCHEMA)
+            return pl.read_ndjson(io.BytesIO(lines), schema=_SCHEMA), lines
         except pl.exceptions.PolarsError:
             return None
-    del body
+
+
+def _checked(df: pl.DataFrame, text: bytes, *, by_line: bool) -> pl.DataFrame | _Lines | None:
+    """The columns of a read piece once nothing could differ from ``read_trace``; None: the exact
+    path decides; :data:`_LINES`: the line route must look (``text`` is not one event a line)."""
     # the labels hashed once: the checks below look at their distinct values only
     df = df.with_columns(pl.col(c).cast(pl.Categorical()) for c in _LABELS)
     args = pl.col("args").struct
@@ -113,10 +183,11 @@ def decode_piece(body: bytes) -> pl.DataFrame | None:
             for c in ("cat", "name")
         ),
     ).row(0, named=True)
-    if flags["odd_ids"] or (flags["null_meta_ts"] and _TS_NULL.search(lines)):
+    if flags["odd_ids"] or (flags["null_meta_ts"] and _TS_NULL.search(text)):
         return None
-    if _coerced(df, lines, [c for c in _TEXT_FIELDS if flags[c]]):
-        return None
+    coerced = _coerced(df, text, [c for c in _TEXT_FIELDS if flags[c]], by_line)
+    if coerced is not False:
+        return _LINES if coerced is None else None
     return df.select(
         "ph",
         _cleaned(df["cat"]) if flags["ctl_cat"] else "cat",
@@ -153,8 +224,9 @@ def clean_column(s: pl.Series) -> pl.Series:
     )
 
 
-def _coerced(df: pl.DataFrame, lines: bytes, looks: list[str]) -> bool:
-    """Whether a text field may hold the reader's rendering of a non-string value.
+def _coerced(df: pl.DataFrame, text: bytes, looks: list[str], by_line: bool) -> bool | None:
+    """Whether a text field may hold the reader's rendering of a non-string value (None: only
+    ``text``'s lines can tell, and ``by_line`` says it is not one event a line).
 
     ``looks``: the fields with a distinct value that looks like a rendering. Of those values,
     only the ones that are JSON (``true``, ``-0``, ``[1]``; not ``[memory]``) are suspects; a
@@ -168,9 +240,11 @@ def _coerced(df: pl.DataFrame, lines: bytes, looks: list[str]) -> bool:
         if not suspects:
             continue
         key = b'"%s"' % field.encode()
-        if lines.count(key) == lines.count(key + b':"') + lines.count(key + b': "'):
+        if text.count(key) == text.count(key + b':"') + text.count(key + b': "'):
             continue
-        split = split or lines.split(b"\n")
+        if not by_line:
+            return None
+        split = split or text.split(b"\n")
         rows = df.select(pl.arg_where(pl.col(field).is_in(suspects))).to_series().to_list()
         if any(_NOT_STRING[field].search(split[row]) for row in rows):
             return True
