@@ -101,12 +101,13 @@ def test_text_that_only_looks_rendered_is_read(route: str) -> None:
 
 
 def _cut_inside(name: str, layout: str) -> bytes:
-    """A piece longer than one sub-piece of the array route (512 KB), whose first cut falls
+    """A piece longer than one sub-piece of the array route, whose first cut falls
     inside the name of its second-to-last event, ``"x" * k + name``; ``layout`` separates."""
-    filler = layout.join(json.dumps({**X, "name": f"op{i}"}) for i in range(4000)) + layout
+    part = polars_json._PART
+    filler = layout.join(json.dumps({**X, "name": f"op{i}"}) for i in range(part // 90)) + layout
     head = json.dumps({**X, "name": ""})
     head = head[: head.index('"name": "') + len('"name": "')]
-    pad = (512 << 10) - len(filler) - len(head) + 1  # the name's "}" lies past the 512 KB mark
+    pad = part - len(filler) - len(head) + 1  # the name's "}" lies past the sub-piece's end
     assert pad > 0
     special = json.dumps({**X, "name": "x" * pad + name})
     return (filler + special + layout + json.dumps(X)).encode()
@@ -124,8 +125,8 @@ def test_a_cut_inside_a_string_sends_the_piece_to_the_line_route(
 
     monkeypatch.setattr(polars_json, "_read_lines", spy)
     df = decode_piece(_cut_inside("},{c", ", "))  # the lines keep "}, {" apart from "},{"
-    assert df is not None and df.height == 4002
-    assert df["name"][4000].endswith("x},{c") and df["name"][-1] == "aten::mm"
+    assert df is not None and df.height == polars_json._PART // 90 + 2
+    assert df["name"][-2].endswith("x},{c") and df["name"][-1] == "aten::mm"
     assert len(calls) == 1  # the array route could not read it
     # the layout's own separator inside the string: neither route can tell, the exact path does
     assert decode_piece(_cut_inside("}, {c", ", ")) is None
