@@ -263,12 +263,15 @@ def _run(
     results: dict[int, dict[str, Any]] = {}
     count = 0
     last: _Block | None = None  # only the last block's text is kept: the document's end
+    # the block the next worker to ask gets, made ready (a gzip block: decompressed) while the
+    # workers decode, not while the one that asked waits
+    ready = next(blocks, None)
 
     def feed(proc: subprocess.Popen[bytes]) -> bool:
         """Send the next block to ``proc``; False (and its stdin closed) when none is left."""
-        nonlocal count, last
+        nonlocal count, last, ready
         stdin = cast("IO[bytes]", proc.stdin)
-        block = next(blocks, None)
+        block = ready
         if block is None:
             stdin.close()
             return False
@@ -281,6 +284,7 @@ def _run(
         stdin.flush()
         last = block
         count += 1
+        ready = next(blocks, None)  # the text sent is no longer needed: its buffer is free
         return True
 
     try:
@@ -381,16 +385,63 @@ def _document(
         rd.src.close()
 
 
-def _decode_block(job: dict[str, Any], data: bytes | None) -> dict[str, Any]:
-    """Decode one block (``job`` as :func:`_run` sends it); write its pieces; its counters."""
+class _Sent(io.RawIOBase):
+    """A block sent on stdin, read as a file (what ``_Reader`` reads) from the worker's buffer.
+
+    Each worker keeps one buffer for the blocks it is sent: reading each (up to 33 MB) into a new
+    ``bytes`` object had the kernel fault in and zero fresh pages every time, 113,000 faults (a
+    fifth of them all) for the blocks of a 530 MB ``.json.gz``.
+    """
+
+    def __init__(self, text: memoryview) -> None:
+        super().__init__()
+        self._text = text
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, pos: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._text)}[whence]
+        self._pos = max(0, base + pos)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = len(self._text) if size is None or size < 0 else self._pos + size
+        data = bytes(self._text[self._pos : end])
+        self._pos += len(data)
+        return data
+
+
+def _receive(stdin: IO[bytes], buf: bytearray, size: int) -> tuple[bytearray, memoryview | None]:
+    """The next ``size`` bytes of ``stdin``, read into ``buf`` or, when it is too small, into a
+    new buffer (returned; the old one may still be viewed); None when stdin ends first."""
+    if len(buf) < size:
+        buf = bytearray(size)
+    view = memoryview(buf)[:size]
+    got = 0
+    while got < size:
+        n = stdin.readinto(view[got:])  # type: ignore[attr-defined]
+        if not n:
+            return buf, None
+        got += n
+    return buf, view
+
+
+def _decode_block(job: dict[str, Any], sent: memoryview | None) -> dict[str, Any]:
+    """Decode one block (``job`` as :func:`_run` sends it: ``sent`` is its text, None to read
+    it from the file); write its pieces; its counters."""
     path, chunk_bytes, tmp = Path(job["path"]), job["chunk"], job["tmp"]
     start, end, last = job["start"], job["end"], job["end"] is None
     tail = b"" if last else b"]"
     cols = _Columns(True)
-    if data is None:
+    if sent is None:
         rd = _Reader(path, chunk_bytes, cols, (start, end, tail))
     else:
-        rd = _Reader(path, chunk_bytes, cols, (0, None, tail), io.BytesIO(data))
+        rd = _Reader(path, chunk_bytes, cols, (0, None, tail), cast("IO[bytes]", _Sent(sent)))
     try:
         close = rd.events()
         if close is not None and (rd.notes or (not last and rd.buf[close + 1 :].strip())):
@@ -427,10 +478,15 @@ def _worker() -> int:
     """Decode the blocks sent on stdin (a JSON line, then as many bytes as its ``data`` says);
     answer each with a JSON line of counters; 3 after a block that did not decode cleanly."""
     jobs, answers = sys.stdin.buffer, sys.stdout
+    buf = bytearray()
     while line := jobs.readline():
         job = json.loads(line)
-        data = jobs.read(job["data"]) if job["data"] >= 0 else None
-        result = _decode_block(job, data)
+        sent = None
+        if job["data"] >= 0:
+            buf, sent = _receive(jobs, buf, job["data"])
+            if sent is None:
+                return 3  # the parent stopped sending mid-block
+        result = _decode_block(job, sent)
         answers.write(json.dumps(result) + "\n")
         answers.flush()
         if not result["ok"]:

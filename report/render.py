@@ -42,7 +42,12 @@ def layout_pdf(html: str) -> Any:
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     fetcher = weasyprint.URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
-    return weasyprint.HTML(string=html, url_fetcher=fetcher).render()
+    try:
+        return weasyprint.HTML(string=html, url_fetcher=fetcher).render()
+    except weasyprint.urls.FatalURLFetchingError as exc:
+        # a BaseException, which would pass the CLI's handlers: the report's own HTML asked for
+        # something that is not in it, a defect of ours and not of the user's input
+        raise RuntimeError(f"the report's HTML refers to an outside resource ({exc})") from exc
 
 
 def render_pdf(html: str) -> bytes:

@@ -297,3 +297,21 @@ def test_prestarted_workers_are_taken_by_the_split_or_stopped(
     unused = list(workerpool._started)
     workerpool._release()  # what runs at exit
     assert all(p.poll() is not None for p in unused) and workerpool._started == []
+
+
+def test_a_worker_reads_its_blocks_into_one_buffer() -> None:
+    """Blocks sent on stdin land in the buffer the worker keeps (a new one only to grow), and
+    read back as files, whole or in pieces."""
+    import io
+
+    stdin = io.BytesIO(b"abcdefgh" + b"0123456789ab" + b"xy")
+    buf, view = split._receive(stdin, bytearray(), 8)
+    assert view is not None and bytes(view) == b"abcdefgh"
+    sent = split._Sent(view)
+    assert sent.read(3) == b"abc" and sent.read() == b"defgh" and sent.read(4) == b""
+    assert sent.seek(2) == 2 and sent.read(2) == b"cd"
+    grown, view = split._receive(stdin, buf, 12)  # larger than the buffer: a new one
+    assert view is not None and bytes(view) == b"0123456789ab" and grown is not buf
+    same, view = split._receive(stdin, grown, 2)
+    assert same is grown and view is not None and bytes(view) == b"xy"
+    assert split._receive(stdin, same, 5)[1] is None  # stdin ended mid-block
