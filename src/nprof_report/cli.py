@@ -6,6 +6,8 @@ code 2; ``--debug`` shows the traceback instead.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -15,6 +17,11 @@ import click
 from nprof_report import __version__
 from nprof_report.errors import NprofError
 from nprof_report.parse.workerpool import prestart
+
+# what ``ops`` and ``build`` return: they only read and write files (no threads or processes of
+# theirs are left running), so :func:`main` may end the process without the teardown; ``capture``
+# runs torch, whose threads and exit handlers get the usual shutdown
+LEAVE_FAST = "leave fast"
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -113,7 +120,7 @@ _no_cache = click.option(
 )
 @_jobs
 @_no_cache
-def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache: bool) -> None:
+def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache: bool) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
@@ -124,6 +131,7 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
 
     for written in build_report(list(paths), out=out, jobs=jobs, use_cache=not no_cache):
         click.echo(str(written))
+    return LEAVE_FAST
 
 
 @cli.command()
@@ -138,12 +146,13 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
 @click.option("--limit", type=int, default=None, help="Rows per table (table format).")
 @_jobs
 @_no_cache
-def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> None:
+def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> str:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
     prestart([path])
     from nprof_report.report.opsview import render_ops
 
     click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
+    return LEAVE_FAST
 
 
 # Polars' allocator (jemalloc) keeps freed pages for 10 s by default; parsing a large trace frees
@@ -165,7 +174,7 @@ def main() -> None:
     os.environ.setdefault(*_BLAS_THREADS)
     debug = "--debug" in sys.argv[1:]
     try:
-        cli.main(standalone_mode=False)
+        code = cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("nprof-report: interrupted", err=True)
         sys.exit(130)
@@ -189,3 +198,16 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
+    if code == LEAVE_FAST:
+        _leave()
+
+
+def _leave() -> None:
+    """End a command that succeeded without the interpreter's teardown (freeing every module,
+    a last garbage collection): 0.1-0.16 s after ``ops`` on a 530 MB trace. Exit handlers still
+    run (they stop unused decode workers) and the output is flushed first."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a reader gone (a closed pipe) loses nothing more
+            stream.flush()
+    os._exit(0)
