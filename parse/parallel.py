@@ -32,18 +32,19 @@ import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import Progress
+from typing import TYPE_CHECKING
 
 from nprof_report.errors import InputError, NprofError
 from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.sources import LoadedSource, load_source, needs_all_events
 from nprof_report.parse.workerpool import DECODE_WORKERS_ENV
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 PEAK_FACTOR = 3.5
 GZIP_RATIO = 10
@@ -177,8 +178,14 @@ def _run(
     pending = list(tasks)
     cpus_per_worker = max(1, (os.cpu_count() or 1) // workers)
     running: dict[Future[_Failed | None], Task] = {}
-    show = sys.stderr.isatty()
-    progress = Progress(console=Console(stderr=True), transient=True) if show else nullcontext()
+    progress: AbstractContextManager[Progress | None] = nullcontext()
+    if sys.stderr.isatty():
+        # imported only here: rich's progress module took 75 ms to import, on the way of every
+        # parse (``ops`` on one trace shows no progress)
+        from rich.console import Console
+        from rich.progress import Progress
+
+        progress = Progress(console=Console(stderr=True), transient=True)
     with (
         progress as bar,
         _executor(workers, fresh=sum(p for _, p in tasks) > limit) as pool,
