@@ -103,25 +103,33 @@ def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: 
 def paired_bars(labels: list[str], series: dict[str, list[float | None]], xlabel: str) -> str:
     """Grouped horizontal bars, one group per label (missing values are skipped)."""
     with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, ax = plt.subplots(figsize=(6.2, 0.8 + 0.6 * max(len(labels), 1)))
-        n = max(len(series), 1)
-        height = 0.8 / n
-        for i, (name, values) in enumerate(series.items()):
-            ys = [k + i * height for k in range(len(labels))]
-            vals = [v if v is not None else 0.0 for v in values]
-            ax.barh(
-                ys,
-                vals,
-                height=height,
-                label=name,
-                **_series_style(i),
-            )
-        ax.set_yticks([k + height * (n - 1) / 2 for k in range(len(labels))], labels)
-        ax.set_xlabel(xlabel)
-        ax.invert_yaxis()
-        ax.legend(frameon=False, loc="lower right")
-        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        return _svg(fig)
+        return _svg(paired_bars_figure(labels, series, xlabel))
+
+
+def paired_bars_figure(
+    labels: list[str], series: dict[str, list[float | None]], xlabel: str
+) -> Any:
+    """:func:`paired_bars`' figure. The legend sits above the axes: inside them, at the lower
+    right, it covered the longest bar of the last group."""
+    fig, ax = plt.subplots(figsize=(6.2, 0.8 + 0.6 * max(len(labels), 1)))
+    n = max(len(series), 1)
+    height = 0.8 / n
+    for i, (name, values) in enumerate(series.items()):
+        ys = [k + i * height for k in range(len(labels))]
+        vals = [v if v is not None else 0.0 for v in values]
+        ax.barh(
+            ys,
+            vals,
+            height=height,
+            label=name,
+            **_series_style(i),
+        )
+    ax.set_yticks([k + height * (n - 1) / 2 for k in range(len(labels))], labels)
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+    ax.legend(frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=n, borderaxespad=0.2)
+    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    return fig
 
 
 LANE_ORDER = ["framework L0", "framework L1", "framework L2", "runtime", "device"]
