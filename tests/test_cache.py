@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,34 @@ def test_trace_is_hashed_once_per_process(cache_dir: Path, monkeypatch: pytest.M
     for _ in range(3):
         cache.cached_frames(_loose(trace), work_only=True)
     assert hashed == [trace]
+
+
+def test_a_trace_without_entry_is_hashed_while_it_is_parsed(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing to serve: the parse starts at once and the hash (for the entry) runs beside it."""
+    parsing = threading.Event()
+    overlapped: list[bool] = []
+
+    def hashing(path: Path) -> str:
+        overlapped.append(parsing.wait(timeout=20))  # never set if the hash came first
+        return sha256_file(path)
+
+    def parse(path: Path, *, work_only: bool = False) -> TraceFrames:
+        parsing.set()
+        return load_frames(path, work_only=work_only)
+
+    monkeypatch.setattr("nprof_report.parse.cache.sha256_file", hashing)
+    monkeypatch.setattr("nprof_report.parse.cache.load_frames", parse)
+    trace = _copy("cuda2023", tmp_path / "t")
+    got = cache.cached_frames(_loose(trace), work_only=True)
+    assert overlapped == [True]
+    assert_same_frames(got, load_frames(trace, work_only=True))
+    (entry,) = _entries(cache_dir)
+    recorded = json.loads((entry / cache.ENTRY_FILE).read_text())["key"]["sha256"]
+    assert recorded == sha256_file(trace)
+    ParseCounter(monkeypatch, fail=True)
+    assert_same_frames(cache.cached_frames(_loose(trace), work_only=True), got)
 
 
 def _fake_entry(root: Path, name: str, size: int, used: float) -> Path:
