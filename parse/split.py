@@ -37,7 +37,6 @@ blocks.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
@@ -69,6 +68,7 @@ from nprof_report.parse.workerpool import (
     default_workers,
     size_and_gzip,
     spawn,
+    stop,
     worth_splitting,
 )
 
@@ -308,13 +308,7 @@ def _run(
         return None
     finally:
         for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for pipe in (proc.stdin, proc.stdout):
-                if pipe is not None:
-                    with contextlib.suppress(OSError):  # a block left unsent to a dead worker
-                        pipe.close()
+            stop(proc)
     assert last is not None  # both block iterators yield at least one block
     return [results[i] for i in range(count)], last
 
@@ -335,12 +329,12 @@ def _assemble(path: Path, doc: dict[str, object], results: list[dict[str, Any]],
     Each frame's pieces are read in one query: ``read_ipc`` file by file cost 4 ms a file
     (0.35 s for the 84 files of a 530 MB trace, against 0.06 s).
     """
+    import numpy as np  # here, not at the top: the workers import this module and need no NumPy
+
     notes = counter_notes(path, sum(r["bad"] for r in results), sum(r["negative"] for r in results))
     latest = [r["latest_x"] for r in results if r["latest_x"] is not None]
     escaped = sum(r["escaped"] for r in results)
     trace_meta = describe(path, doc, notes, escaped, max(latest) if latest else None)
-    import numpy as np  # here, not at the top: the workers import this module and need no NumPy
-
     # as assemble() does to the events: event ids in file order, the base time added
     before = np.cumsum([0] + [r["events"] for r in results[:-1]])
     times = pl.col("ts_ns") + (trace_meta.base_time_ns or 0)

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn"]
+__all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn", "stop"]
 
 # below this the workers' start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
@@ -116,14 +116,19 @@ def _release(keep: list[subprocess.Popen[bytes]] | None = None) -> None:
     """Forget the started workers; stop those not in ``keep`` (they were sent nothing)."""
     while _started:
         proc = _started.pop()
-        if keep is not None and proc in keep:
-            continue
+        if keep is None or proc not in keep:
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a worker unless it has ended, and close its pipes (a block may be left unsent)."""
+    if proc.poll() is None:
         proc.kill()
         proc.wait()
-        for pipe in (proc.stdin, proc.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
 
 
 atexit.register(_release)
