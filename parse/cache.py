@@ -16,10 +16,12 @@ full entry (``work_only=False``) also serves a ``work_only`` request: its events
 
 Entry. Every DataFrame field of :class:`TraceFrames` is a Parquet file; ``entry.json`` holds the key,
 the :class:`TraceMeta` fields but ``path`` (set again to the trace's current path on load), the other
-fields (``notes``) and each frame's row count and dtypes, checked on load. An entry is written into
-a ``.tmp-*`` folder and renamed into place, so a killed process never leaves a half-written entry
-that is read later (stale ``.tmp-*`` folders are removed after an hour). Anything unreadable is a
-miss, and a failed write is ignored: the cache never turns a parse into an error.
+fields (``notes``) and each frame's row count, dtypes and sha256, all checked on load (a flipped byte
+or a frame file copied from another entry is a miss, not a wrong number). Only regular files are
+read. An entry is written into a ``.tmp-*`` folder and renamed into place, so a killed process never
+leaves a half-written entry that is read later (temporary folders are removed by the next write:
+at once when the pid in their name no longer runs, otherwise after an hour). Anything unreadable
+is a miss, and a failed write is ignored: the cache never turns a parse into an error.
 
 Bound. Outside bundles (the user cache dir or ``NPROF_CACHE_DIR``), each write evicts the least
 recently used entries (``entry.json``'s mtime, touched on every hit) until at most
@@ -30,11 +32,14 @@ when it alone is larger. A bundle's cache holds one entry per trace of the bundl
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -50,8 +55,9 @@ from nprof_report.bundle import sha256_file
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.kineto import TraceFrames, load_frames
 from nprof_report.parse.load import TraceMeta
+from nprof_report.procs import pid_alive
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: each frame file's sha256 in entry.json
 ENV_DIR = "NPROF_CACHE_DIR"
 ENV_OFF = "NPROF_NO_CACHE"
 BUNDLE_DIR = ".nprof-cache"
@@ -59,6 +65,8 @@ MAX_ENTRIES = 64
 MAX_BYTES = 4 << 30
 STALE_TMP_S = 3600.0
 ENTRY_FILE = "entry.json"
+# the pid in a temporary folder's name: ``.tmp-<slot>-p<pid>-<random>``, ``.old-<slot>-p<pid>-``
+_OWNER = re.compile(r"-p(\d+)-[a-z0-9_]*$")
 
 # sha256 of trace files by (resolved path, size, mtime_ns): one hash per file and process; the
 # parallel parse hands the parent's digests to its workers through this dict.
@@ -113,7 +121,9 @@ def location(source: Source) -> tuple[Path, bool] | None:
 
 def _slot_name(path: Path) -> str:
     readable = re.sub(r"[^A-Za-z0-9._-]", "_", path.name).lstrip(".")[:60]
-    return f"{readable}-{hashlib.sha256(path.as_posix().encode()).hexdigest()[:16]}"
+    # os.fsencode: a path that is not valid UTF-8 (surrogate-escaped by Python) is hashed as the
+    # bytes it is on disk
+    return f"{readable}-{hashlib.sha256(os.fsencode(path)).hexdigest()[:16]}"
 
 
 def _key(trace: Path, work_only: bool) -> dict[str, Any]:
@@ -177,7 +187,7 @@ def is_cached(source: Source, *, work_only: bool) -> bool:
     if where is None or source.trace is None:
         return False
     try:
-        record = json.loads((where[0] / ENTRY_FILE).read_bytes())
+        record = json.loads(_read_regular(where[0] / ENTRY_FILE))
         return _serves(record["key"], _key(source.trace, work_only))
     except (OSError, ValueError, KeyError, TypeError):
         return False
@@ -186,7 +196,7 @@ def is_cached(source: Source, *, work_only: bool) -> bool:
 def _read(slot: Path, key: dict[str, Any], trace: Path) -> TraceFrames | None:
     """The entry's frames when it serves ``key``; None for a miss or anything unreadable."""
     try:
-        record = json.loads((slot / ENTRY_FILE).read_bytes())
+        record = json.loads(_read_regular(slot / ENTRY_FILE))
         if not _serves(record["key"], key):
             return None
         narrow = key["work_only"] and not record["key"]["work_only"]
@@ -196,7 +206,11 @@ def _read(slot: Path, key: dict[str, Any], trace: Path) -> TraceFrames | None:
             if narrow and name == "events":
                 values[name] = None
                 continue
-            df = pl.read_parquet(slot / _frame_file(name))
+            data = _read_regular(slot / _frame_file(name))
+            if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+                return None  # damaged or swapped: Parquet's own checks miss many flipped bytes
+            df = pl.read_parquet(io.BytesIO(data))
+            del data
             if _dtypes(df) != spec["dtypes"] or df.height != spec["rows"]:
                 return None
             values[name] = df
@@ -206,6 +220,20 @@ def _read(slot: Path, key: dict[str, Any], trace: Path) -> TraceFrames | None:
     with contextlib.suppress(OSError):
         os.utime(slot / ENTRY_FILE)  # last use, for eviction
     return frames
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of ``path`` if it is a regular file (a FIFO or device would block or never end);
+    at most the size it had when opened."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(st.st_size)
+    finally:
+        os.close(fd)
 
 
 def _frame_file(name: str) -> str:
@@ -223,7 +251,9 @@ def _write(slot: Path, key: dict[str, Any], frames: TraceFrames, evictable: bool
     try:
         slot.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale(slot.parent)
-        staging = Path(tempfile.mkdtemp(prefix=f".tmp-{slot.name}-", dir=slot.parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".tmp-{slot.name}-p{os.getpid()}-", dir=slot.parent)
+        )
         record: dict[str, Any] = {"key": key, "frames": {}, "values": {}, "meta": {}}
         for f in fields(TraceFrames):
             value = getattr(frames, f.name)
@@ -232,10 +262,14 @@ def _write(slot: Path, key: dict[str, Any], frames: TraceFrames, evictable: bool
                     m.name: getattr(value, m.name) for m in fields(TraceMeta) if m.name != "path"
                 }
             elif isinstance(value, pl.DataFrame):
-                value.write_parquet(
-                    staging / _frame_file(f.name), compression="lz4", statistics=False
-                )
-                record["frames"][f.name] = {"rows": value.height, "dtypes": _dtypes(value)}
+                buffer = io.BytesIO()
+                value.write_parquet(buffer, compression="lz4", statistics=False)
+                (staging / _frame_file(f.name)).write_bytes(buffer.getvalue())
+                record["frames"][f.name] = {
+                    "rows": value.height,
+                    "dtypes": _dtypes(value),
+                    "sha256": hashlib.sha256(buffer.getbuffer()).hexdigest(),
+                }
             else:
                 record["values"][f.name] = value
         (staging / ENTRY_FILE).write_text(json.dumps(record), encoding="utf-8")
@@ -252,7 +286,7 @@ def _write(slot: Path, key: dict[str, Any], frames: TraceFrames, evictable: bool
 def _move_into_place(staging: Path, slot: Path) -> None:
     """Replace ``slot`` by ``staging``; when another process got there first, keep its entry."""
     if slot.exists():
-        old = slot.with_name(f".old-{slot.name}-{os.getpid()}")
+        old = slot.with_name(f".old-{slot.name}-p{os.getpid()}-")
         try:
             slot.rename(old)
         except OSError:
@@ -264,11 +298,17 @@ def _move_into_place(staging: Path, slot: Path) -> None:
 
 
 def _remove_stale(root: Path) -> None:
-    """Remove temporary folders that a killed process left behind."""
+    """Remove temporary folders that a killed process left behind: those of a pid that no
+    longer runs at once, any other after an hour (a pid may be reused)."""
     cutoff = time.time() - STALE_TMP_S
     for d in root.iterdir():
+        if not d.name.startswith((".tmp-", ".old-")):
+            continue
+        owner = _OWNER.search(d.name)
         try:
-            stale = d.name.startswith((".tmp-", ".old-")) and d.stat().st_mtime < cutoff
+            stale = (owner is not None and not pid_alive(int(owner[1]))) or (
+                d.stat().st_mtime < cutoff
+            )
         except OSError:  # removed meanwhile by another process
             continue
         if stale:

@@ -1,15 +1,14 @@
 """``nprof-report build``: inputs to report.html, report.pdf, summary.json and CSV tables.
 
-The files are written into a temporary folder beside the destination and moved into place only
-when all of them are complete, so a failed build leaves the previous report as it was.
+The report's files are put into the output folder one by one, each replaced atomically, and
+nothing else in that folder is touched (:mod:`nprof_report.report.publish`): a failed build
+leaves the previous report as it was.
 """
 
 from __future__ import annotations
 
 import csv
-import os
-import shutil
-import tempfile
+import io
 from pathlib import Path
 
 import orjson
@@ -21,6 +20,7 @@ from nprof_report.parse.parallel import load_sources
 from nprof_report.parse.sources import neuron_root
 from nprof_report.report.analyses import analyse
 from nprof_report.report.model import ReportModel, Table, build_model
+from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
 from nprof_report.report.summary import build_summary
 
@@ -78,7 +78,7 @@ def build_report(
     if out is None:
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
-    return _write_atomically(out, html, pdf, summary, _tables(model))
+    return publish(out, _report_files(html, pdf, summary, _tables(model)))
 
 
 def convert_neuron_traces(sources: list[Source]) -> list[str]:
@@ -94,42 +94,24 @@ def convert_neuron_traces(sources: list[Source]) -> list[str]:
     return messages
 
 
-def _write_csv(path: Path, table: Table) -> None:
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(table.columns)
-        writer.writerows(table.raw_rows)
+def _csv_bytes(table: Table) -> bytes:
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    writer.writerow(table.columns)
+    writer.writerows(table.raw_rows)
+    return buf.getvalue().encode("utf-8")
 
 
-def _write_atomically(
-    out: Path, html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
-) -> list[Path]:
-    out = out.absolute()
-    if out.exists() and not out.is_dir():
-        raise InputError(out, "exists and is not a folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        (staging / "report.html").write_text(html, encoding="utf-8")
-        (staging / "report.pdf").write_bytes(pdf)
-        (staging / "summary.json").write_bytes(
-            orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
-        )
-        csv_dir = staging / "tables"
-        csv_dir.mkdir()
-        for table in tables:
-            _write_csv(csv_dir / table.csv, table)
-        os.chmod(staging, 0o755)
-        old = None
-        if out.exists():
-            old = out.with_name(f".{out.name}.old-{os.getpid()}")
-            out.rename(old)
-        staging.rename(out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    written = [out / "report.html", out / "report.pdf", out / "summary.json"]
-    written += sorted((out / "tables").glob("*.csv"))
-    return written
+def _report_files(
+    html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
+) -> dict[str, bytes]:
+    """The report's own files, by path relative to the output folder, in the order printed."""
+    files = {
+        "report.html": html.encode("utf-8"),
+        "report.pdf": pdf,
+        "summary.json": orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+        + b"\n",
+    }
+    for table in sorted(tables, key=lambda t: t.csv):
+        files[f"tables/{table.csv}"] = _csv_bytes(table)
+    return files

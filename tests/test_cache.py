@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from dataclasses import fields
 from pathlib import Path
@@ -323,3 +325,102 @@ def test_user_cache_is_bounded_end_to_end(cache_dir: Path, monkeypatch: pytest.M
     assert len(_entries(cache_dir)) == 2
     cached = [cache.is_cached(_loose(PUBLIC_TRACES[k]), work_only=True) for k in order]
     assert cached == [False, True, True]
+
+
+def _only_entry(cache_dir: Path) -> Path:
+    (entry,) = _entries(cache_dir)
+    return entry
+
+
+def test_every_flipped_byte_of_a_frame_file_is_a_miss(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte flipped anywhere in a cached frame file: parsed again, never wrong numbers."""
+    trace = PUBLIC_TRACES["cpu"]
+    want = cache.cached_frames(_loose(trace), work_only=True)
+    frame_file = _only_entry(cache_dir) / "frame-ops.parquet"
+    pristine = frame_file.read_bytes()
+    counter = ParseCounter(monkeypatch)
+    offsets = range(0, len(pristine), max(1, len(pristine) // 40))
+    for offset in offsets:
+        damaged = bytearray(pristine)
+        damaged[offset] ^= 0x01
+        frame_file.write_bytes(bytes(damaged))
+        assert_same_frames(cache.cached_frames(_loose(trace), work_only=True), want)
+        frame_file.write_bytes(pristine)  # the re-parse rewrote the entry; damage it afresh
+    assert counter.calls == len(offsets)
+
+
+def test_frame_files_copied_from_another_entry_are_a_miss(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frame files of another trace with the same rows and dtypes (every duration doubled)."""
+    a = _copy("cpu", tmp_path / "a")
+    doc = json.loads(a.read_text())
+    for event in doc["traceEvents"]:
+        if isinstance(event.get("dur"), (int, float)):
+            event["dur"] *= 2
+    b = tmp_path / "b" / a.name
+    b.parent.mkdir()
+    b.write_text(json.dumps(doc))
+    want = cache.cached_frames(_loose(a), work_only=True)
+    cache.cached_frames(_loose(b), work_only=True)
+    entry_a, entry_b = (cache.location(_loose(t))[0] for t in (a, b))  # type: ignore[index]
+    for name in ("frame-ops.parquet", "frame-steps.parquet", "frame-device.parquet"):
+        shutil.copy(entry_b / name, entry_a / name)
+    counter = ParseCounter(monkeypatch)
+    assert_same_frames(cache.cached_frames(_loose(a), work_only=True), want)
+    assert counter.calls == 1
+
+
+def test_a_fifo_in_the_cache_is_a_miss_not_a_hang(
+    cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = PUBLIC_TRACES["cpu"]
+    want = cache.cached_frames(_loose(trace), work_only=True)
+    entry = _only_entry(cache_dir)
+    for name in (cache.ENTRY_FILE, "frame-ops.parquet"):
+        shutil.rmtree(entry)
+        cache.cached_frames(_loose(trace), work_only=True)
+        (entry / name).unlink()
+        os.mkfifo(entry / name)
+        result: list[TraceFrames] = []
+        worker = threading.Thread(
+            target=lambda out=result: out.append(
+                cache.cached_frames(_loose(trace), work_only=True)
+            ),
+            daemon=True,
+        )
+        worker.start()
+        worker.join(timeout=30)
+        assert not worker.is_alive(), f"a FIFO as {name} blocked the cache"
+        assert_same_frames(result[0], want)
+
+
+def test_a_path_that_is_not_utf8_is_cached(tmp_path: Path, cache_dir: Path) -> None:
+    folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
+    trace = _copy("cpu", folder)
+    first = cache.cached_frames(_loose(trace), work_only=True)
+    assert len(_entries(cache_dir)) == 1
+    assert_same_frames(cache.cached_frames(_loose(trace), work_only=True), first)
+
+
+def test_staging_of_a_dead_process_is_removed_at_once(tmp_path: Path, cache_dir: Path) -> None:
+    trace = _copy("cpu", tmp_path)
+    cache.cached_frames(_loose(trace), work_only=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    slot = _only_entry(cache_dir).name
+    dead_dir = cache_dir / f".tmp-{slot}-p{int(dead.stdout)}-abc123"
+    live_dir = cache_dir / f".tmp-{slot}-p{os.getppid()}-abc123"
+    for d in (dead_dir, live_dir):
+        d.mkdir()
+        (d / "frame-ops.parquet").write_bytes(b"partial")
+    other = _copy("rocm", tmp_path)
+    cache.cached_frames(_loose(other), work_only=True)  # a write sweeps the folder
+    assert not dead_dir.exists()
+    assert live_dir.exists()

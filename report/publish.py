@@ -1,0 +1,207 @@
+"""Putting a report's files into a folder that may hold other things.
+
+``build --out DIR`` may point at a run folder, a project checkout or ``.``: the report must go in
+without touching anything else there. So the report is never written as a folder that replaces
+DIR; instead each of its own files (``report.html``, ``report.pdf``, ``summary.json``,
+``tables/*.csv``) is written to a temporary file beside its destination, flushed to disk, and
+renamed over it (``os.replace``, atomic on POSIX): at every instant each file is either the
+previous report's or the new one's, complete. All of the new files are complete before the first
+rename, so the renames follow each other within microseconds.
+
+``.nprof-report.json`` in DIR records the files the last build wrote and their sha256. The next
+build removes a file of the previous report that it does not write again (a table that is gone)
+only when the record lists it and its content is still what was written; anything else in DIR,
+recorded or not, is never removed.
+
+Builds of the same DIR take an exclusive ``flock`` on the folder itself (no lock file is left
+behind), so they write one after another; a build that waited :data:`LOCK_WAIT_S` for another
+ends with exit 2. Temporary files carry the writer's pid; those of dead processes are removed by
+the next build of that folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import orjson
+
+from nprof_report.errors import InputError
+from nprof_report.procs import pid_alive
+
+RECORD_NAME = ".nprof-report.json"
+RECORD_FORMAT = "nprof-report-files"
+RECORD_VERSION = 1
+LOCK_WAIT_S = 120.0
+_TMP = re.compile(r"^\..+\.nprof-(\d+)\.tmp$")
+
+
+def publish(out: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write ``files`` (path relative to ``out`` -> content) into ``out``; return their paths.
+
+    Only the named files are created or replaced; stale files of the previous report are removed
+    as the module docstring says.
+    """
+    out = out.absolute()
+    _check_names(files)
+    try:
+        if out.exists() and not out.is_dir():
+            raise InputError(out, "exists and is not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        with _locked(out):
+            _remove_dead_leftovers(out)
+            previous = _read_record(out)
+            temps: list[tuple[Path, Path]] = []
+            try:
+                for rel, data in files.items():
+                    dest = out / rel
+                    dest.parent.mkdir(exist_ok=True)
+                    if dest.is_dir() or (dest.is_symlink() and not dest.exists()):
+                        raise InputError(dest, "is in the way of the report (not a regular file)")
+                    try:
+                        temps.append((_write_temp(dest, data), dest))
+                    except OSError as exc:  # named by the user's path, not the temporary one
+                        raise InputError(dest, f"cannot write the report: {_reason(exc)}") from exc
+                for tmp, dest in temps:
+                    os.replace(tmp, dest)
+                temps = []
+            finally:
+                for tmp, _ in temps:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+            record = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+            _remove_stale(out, previous, record)
+            _write_record(out, record)
+    except OSError as exc:
+        raise InputError(exc.filename or out, f"cannot write the report: {_reason(exc)}") from exc
+    return [out / rel for rel in files]
+
+
+def _check_names(files: Mapping[str, bytes]) -> None:
+    for rel in files:
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts or rel == RECORD_NAME:
+            raise ValueError(f"not a report file name: {rel!r}")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+
+
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Hold an exclusive flock on the folder ``out`` while the block runs."""
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise InputError(
+                        out,
+                        f"another nprof-report build has been writing here for over "
+                        f"{LOCK_WAIT_S:.0f} s",
+                        "wait for it to end, or build into another --out folder",
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write_temp(dest: Path, data: bytes) -> Path:
+    """Write ``data`` to a new temporary file beside ``dest``, flushed to disk."""
+    tmp = dest.with_name(f".{dest.name}.nprof-{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:  # left by a process of ours that had this pid
+        tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as fh:
+            fh.write(data)
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    os.close(fd)
+    # the report's files are readable by others, as files a user writes are (umask permitting)
+    os.chmod(tmp, 0o666 & ~_umask())
+    return tmp
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove_dead_leftovers(out: Path) -> None:
+    """Remove temporary files of builds that were killed (their pid no longer runs)."""
+    for folder in (out, out / "tables"):
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(folder):
+                m = _TMP.match(entry.name)
+                if m and entry.is_file(follow_symlinks=False) and not pid_alive(int(m[1])):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+
+
+def _read_record(out: Path) -> dict[str, str]:
+    """The files the previous build recorded, or nothing if the record is missing or not ours."""
+    try:
+        data = orjson.loads((out / RECORD_NAME).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
+        return {}
+    files = data.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _sha256_of(path: Path) -> str | None:
+    try:
+        if not path.is_file() or path.is_symlink():
+            return None
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    except OSError:
+        return None
+
+
+def _remove_stale(out: Path, previous: dict[str, str], current: dict[str, str]) -> None:
+    """Remove the previous report's files that this one does not have, if still unchanged."""
+    for rel, digest in previous.items():
+        if rel in current:
+            continue
+        try:
+            _check_names({rel: b""})
+        except ValueError:
+            continue  # a record edited by hand never points outside the folder
+        path = out / rel
+        if _sha256_of(path) == digest:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _write_record(out: Path, files: dict[str, str]) -> None:
+    record = {"format": RECORD_FORMAT, "format_version": RECORD_VERSION, "files": files}
+    dest = out / RECORD_NAME
+    os.replace(_write_temp(dest, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"), dest)
