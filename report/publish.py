@@ -8,7 +8,8 @@ renamed over it (``os.replace``, atomic on POSIX): at every instant each file is
 previous report's or the new one's, complete. All of the new files are complete before the first
 rename, so the renames follow each other within microseconds.
 
-``.nprof-report.json`` in DIR records the files the last build wrote and their sha256. The next
+``.nprof-report.json`` in DIR records the files the last build wrote and their sha256 (``diff``
+keeps ``.nprof-diff.json``). The next
 build removes a file of the previous report that it does not write again (a table that is gone)
 only when the record lists it and its content is still what was written; anything else in DIR,
 recorded or not, is never removed.
@@ -36,28 +37,31 @@ import orjson
 from nprof_report.errors import InputError
 from nprof_report.procs import pid_alive
 
-RECORD_NAME = ".nprof-report.json"
+RECORD_NAME = ".nprof-{kind}.json"
 RECORD_FORMAT = "nprof-report-files"
 RECORD_VERSION = 1
 LOCK_WAIT_S = 120.0
 _TMP = re.compile(r"^\..+\.nprof-(\d+)\.tmp$")
 
 
-def publish(out: Path, files: Mapping[str, bytes]) -> list[Path]:
+def publish(out: Path, files: Mapping[str, bytes], *, kind: str = "report") -> list[Path]:
     """Write ``files`` (path relative to ``out`` -> content) into ``out``; return their paths.
 
-    Only the named files are created or replaced; stale files of the previous report are removed
-    as the module docstring says.
+    Only the named files are created or replaced; stale files of the previous output of the same
+    ``kind`` are removed as the module docstring says. Each kind keeps its own record
+    (``.nprof-<kind>.json``), so a diff written beside a report never takes the report's files
+    for its own stale ones.
     """
+    record_name = RECORD_NAME.format(kind=kind)
     out = out.absolute()
-    _check_names(files)
+    _check_names(files, record_name)
     try:
         if out.exists() and not out.is_dir():
             raise InputError(out, "exists and is not a folder")
         out.mkdir(parents=True, exist_ok=True)
         with _locked(out):
             _remove_dead_leftovers(out)
-            previous = _read_record(out)
+            previous = _read_record(out / record_name)
             temps: list[tuple[Path, Path]] = []
             try:
                 for rel, data in files.items():
@@ -77,17 +81,17 @@ def publish(out: Path, files: Mapping[str, bytes]) -> list[Path]:
                     with contextlib.suppress(OSError):
                         tmp.unlink()
             record = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
-            _remove_stale(out, previous, record)
-            _write_record(out, record)
+            _remove_stale(out, previous, record, record_name)
+            _write_record(out / record_name, record)
     except OSError as exc:
         raise InputError(exc.filename or out, f"cannot write the report: {_reason(exc)}") from exc
     return [out / rel for rel in files]
 
 
-def _check_names(files: Mapping[str, bytes]) -> None:
+def _check_names(files: Mapping[str, bytes], record_name: str) -> None:
     for rel in files:
         parts = Path(rel).parts
-        if not parts or Path(rel).is_absolute() or ".." in parts or rel == RECORD_NAME:
+        if not parts or Path(rel).is_absolute() or ".." in parts or rel == record_name:
             raise ValueError(f"not a report file name: {rel!r}")
 
 
@@ -159,10 +163,10 @@ def _remove_dead_leftovers(out: Path) -> None:
                         os.unlink(entry.path)
 
 
-def _read_record(out: Path) -> dict[str, str]:
+def _read_record(path: Path) -> dict[str, str]:
     """The files the previous build recorded, or nothing if the record is missing or not ours."""
     try:
-        data = orjson.loads((out / RECORD_NAME).read_bytes())
+        data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return {}
     if not isinstance(data, dict) or data.get("format") != RECORD_FORMAT:
@@ -186,13 +190,15 @@ def _sha256_of(path: Path) -> str | None:
         return None
 
 
-def _remove_stale(out: Path, previous: dict[str, str], current: dict[str, str]) -> None:
+def _remove_stale(
+    out: Path, previous: dict[str, str], current: dict[str, str], record_name: str
+) -> None:
     """Remove the previous report's files that this one does not have, if still unchanged."""
     for rel, digest in previous.items():
         if rel in current:
             continue
         try:
-            _check_names({rel: b""})
+            _check_names({rel: b""}, record_name)
         except ValueError:
             continue  # a record edited by hand never points outside the folder
         path = out / rel
@@ -201,7 +207,6 @@ def _remove_stale(out: Path, previous: dict[str, str], current: dict[str, str]) 
                 path.unlink()
 
 
-def _write_record(out: Path, files: dict[str, str]) -> None:
+def _write_record(dest: Path, files: dict[str, str]) -> None:
     record = {"format": RECORD_FORMAT, "format_version": RECORD_VERSION, "files": files}
-    dest = out / RECORD_NAME
     os.replace(_write_temp(dest, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"), dest)

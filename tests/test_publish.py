@@ -21,6 +21,8 @@ from nprof_report.report.publish import RECORD_NAME, publish
 
 from .conftest import PUBLIC_TRACES
 
+REPORT_RECORD = RECORD_NAME.format(kind="report")
+
 REPORT_FILES = {"report.html", "report.pdf", "summary.json"}
 
 
@@ -57,9 +59,9 @@ def test_out_dot_keeps_everything_else(tmp_path: Path, monkeypatch: pytest.Monke
     assert {k: v for k, v in after.items() if k in before} == before
     written = set(after) - set(before)
     assert written >= REPORT_FILES
-    assert all(w in REPORT_FILES or w == RECORD_NAME or w.startswith("tables/") for w in written), (
-        written
-    )
+    assert all(
+        w in REPORT_FILES or w == REPORT_RECORD or w.startswith("tables/") for w in written
+    ), written
 
 
 @pytest.mark.pdf
@@ -107,7 +109,7 @@ def test_a_hand_edited_record_never_reaches_outside(tmp_path: Path) -> None:
     victim.write_bytes(b"v")
     publish(out, {"report.html": b"1"})
     digest = publish_mod._sha256_of(victim)
-    (out / RECORD_NAME).write_text(
+    (out / REPORT_RECORD).write_text(
         '{"format": "nprof-report-files", "format_version": 1,'
         f' "files": {{"../victim.txt": "{digest}", "{victim}": "{digest}"}}}}'
     )
@@ -238,7 +240,7 @@ def test_full_disk_names_the_file(tmp_path: Path) -> None:
             publish(out, {"report.html": b"<p>" * 10, "report.pdf": b"x" * (1 << 20)})
         assert str(out) in str(info.value)
         assert "No space left on device" in str(info.value)
-        assert not [p for p in out.iterdir() if p.name != RECORD_NAME]
+        assert not [p for p in out.iterdir() if p.name != REPORT_RECORD]
 
 
 def test_read_only_folder_names_it(tmp_path: Path) -> None:
@@ -247,3 +249,13 @@ def test_read_only_folder_names_it(tmp_path: Path) -> None:
             publish(out, {"report.html": b"x"})
         assert str(out) in str(info.value)
         assert "Read-only file system" in str(info.value)
+
+
+def test_a_diff_beside_a_report_leaves_the_report(tmp_path: Path) -> None:
+    """Each kind of output keeps its own record: neither takes the other's files as stale."""
+    publish(tmp_path, {"report.html": b"r", "tables/a.csv": b"a"})
+    publish(tmp_path, {"diff.html": b"d", "tables/diff-ops.csv": b"o"}, kind="diff")
+    publish(tmp_path, {"diff.html": b"d2"}, kind="diff")
+    assert (tmp_path / "report.html").read_bytes() == b"r"
+    assert (tmp_path / "tables" / "a.csv").read_bytes() == b"a"
+    assert not (tmp_path / "tables" / "diff-ops.csv").exists()
