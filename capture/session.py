@@ -143,7 +143,7 @@ def run_capture(
     dtype = getattr(torch, plan.dtype)
     first_inputs = _build_inputs(plan, plan.sizes[0], dtype, backend)
     if isinstance(first_inputs, Exception):  # before anything is written: the study's error
-        raise InputError(_study_path(plan.source), first_inputs.args[0])
+        raise InputError(study_api.study_file(plan.source) or plan.source, first_inputs.args[0])
     run_dir = new_run_dir(options.out, backend.name)
     manifest = _manifest(plan, options, backend, run_dir)
     results: list[Implementation] = []
@@ -208,11 +208,6 @@ class _NoReference:
 
     def __init__(self, why: str) -> None:
         self.why = why
-
-
-def _study_path(source: str) -> str:
-    """The file (or module) a study came from, for error messages."""
-    return source.rpartition(":")[0] if ":" in source else source
 
 
 def _build_inputs(plan: _Plan, size: Size, dtype: Any, backend: Backend) -> Any:

@@ -229,18 +229,30 @@ def _import_module(name: str) -> Any:
         raise InputError(name, f"raised {_where(exc, None)} while being imported") from exc
 
 
-def _where(exc: BaseException, path: Path | None) -> str:
-    """``ValueError: bad (line 12)``: the exception and its line in the study file, if there."""
+def _where(exc: BaseException, path: Path | str | None) -> str:
+    """``ValueError: bad (line 12)``: the exception and its last line in the study's file."""
     text = f"{type(exc).__name__}: {exc}"
-    frames = list(traceback.extract_tb(exc.__traceback__))
-    if path is not None:
-        frames = [f for f in frames if Path(f.filename).resolve() == path.resolve()]
+    if path is None:
+        return text
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if Path(f.filename).resolve() == Path(path).resolve()
+    ]
     if frames:
         text += f" (line {frames[-1].lineno})"
     return text
 
 
+def study_file(source: str) -> str | None:
+    """The file a study was loaded from (``path.py[:NAME]`` or ``module:NAME``), if known."""
+    target = source.rpartition(":")[0] if ":" in source else source
+    if target.endswith(".py"):
+        return target
+    module = sys.modules.get(target)
+    return getattr(module, "__file__", None)
+
+
 def describe_error(exc: BaseException, source: str) -> str:
-    """An exception raised by the study's own code, with its line in ``source`` when found."""
-    path = Path(source.rpartition(":")[0] or source) if ".py" in source else None
-    return _where(exc, path)
+    """An exception raised by the study's own code, with its line in the study's file if there."""
+    return _where(exc, study_file(source))
