@@ -441,3 +441,16 @@ def test_rmsnorm_default_checks_numerics_and_says_so(cpu_report: Path) -> None:
     assert not [f for f in summary["findings"] if f["rule"] == "numerical-mismatch"]
     html = (cpu_report / "report.html").read_text()
     assert "Numerical check: every output matches naive&#39;s within tolerance" in html
+
+
+def test_the_readme_example_study_loads(tmp_path: Path) -> None:
+    from nprof_report.capture.study import load_study
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Writing a study") :]
+    code = section[section.index("```python\n") + 10 : section.index("\n```\n")]
+    path = tmp_path / "my_study.py"
+    path.write_text(code)
+    study, _ = load_study(str(path))
+    assert [i.name for i in study.implementations] == ["by_hand", "builtin", "compiled"]
+    assert len(study.sizes) == 4 and study.implementations[2].compile
