@@ -113,6 +113,9 @@ class Study:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        # sizes written as lists ([64, 4096]) are taken as tuples
+        sizes = tuple(tuple(s) if isinstance(s, list) else s for s in self.sizes)
+        object.__setattr__(self, "sizes", sizes)
         problems = _problems(self)
         if problems:
             raise StudyError("; ".join(problems))

@@ -316,6 +316,8 @@ def test_study_api_rejects_what_cannot_run() -> None:
         Study("s", [Implementation("a", "", f)], lambda *a: a, sizes=[(4, 0)])
     with pytest.raises(StudyError, match="must be letters"):
         Study("s", [Implementation("a b", "", f)], lambda *a: a)
+    listed = Study("s", [Implementation("a", "", f)], lambda *a: a, sizes=[[4, 8]])  # type: ignore[list-item]
+    assert listed.sizes == ((4, 8),)
 
 
 def test_load_study_by_module_name() -> None:
@@ -454,3 +456,13 @@ def test_the_readme_example_study_loads(tmp_path: Path) -> None:
     study, _ = load_study(str(path))
     assert [i.name for i in study.implementations] == ["by_hand", "builtin", "compiled"]
     assert len(study.sizes) == 4 and study.implementations[2].compile
+
+
+@pytest.mark.capture
+def test_ops_names_each_size_of_a_sweep(wrong_run: Path) -> None:
+    from nprof_report.report.opsview import render_ops
+
+    rows = json.loads(render_ops(wrong_run, fmt="json"))
+    assert {r["source"] for r in rows} == {
+        f"{s}/{n}" for s in ("4x64", "16x256") for n in ("builtin", "by_hand", "wrong")
+    } | {"4x64/small_only"}  # it failed at 16×256
