@@ -2,8 +2,8 @@
 
 A run that swept several sizes holds one bundle per implementation and size. The summary's usual
 content (headline, comparisons, findings, per-implementation detail) is that of the *largest* size;
-``sweep`` adds, per implementation, the figures at every size (un-profiled and profiled time, host
-dispatch and device time per step), the comparison with the baseline at every size, the crossover
+``sweep`` adds, per implementation, the headline figures at every size (un-profiled and profiled
+time, host dispatch and device time per step, ...), the comparison with the baseline at every size, the crossover
 sizes, and the full per-implementation records of the *smallest* size. ``numerical_check`` lists
 every implementation's check against the reference at every size (any run captured by nprof-report
 0.1 or later with ``format_minor`` 1).
@@ -25,17 +25,6 @@ from nprof_report.report.findings import SEVERITY_RANK
 from nprof_report.report.summary import build_summary, compare, headline
 
 Size = tuple[int, ...]
-# headline keys that the sweep keeps per size
-POINT_KEYS = (
-    "step_median_us",
-    "step_p25_us",
-    "step_p75_us",
-    "unprofiled_median_us",
-    "unprofiled_iqr_us",
-    "dispatch_per_step_us",
-    "device_per_step_us",
-    "framework_ops_per_step",
-)
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
 
 
@@ -94,7 +83,7 @@ def _sweep_record(
                     "size": list(s),
                     "size_label": size_label(s),
                     "elements": elements(s),
-                    **{k: heads[label, s].get(k) for k in POINT_KEYS},
+                    **heads[label, s],
                 }
                 for s in sizes
                 if (label, s) in heads

@@ -466,3 +466,17 @@ def test_ops_names_each_size_of_a_sweep(wrong_run: Path) -> None:
     assert {r["source"] for r in rows} == {
         f"{s}/{n}" for s in ("4x64", "16x256") for n in ("builtin", "by_hand", "wrong")
     } | {"4x64/small_only"}  # it failed at 16×256
+
+
+def test_scaling_charts_draw_every_implementation_on_log_axes() -> None:
+    from nprof_report.report import sweepchart
+
+    points = [
+        {"elements": n, "size_label": f"{n}", "unprofiled_median_us": n / 10, "step_median_us": n}
+        for n in (256, 4096, 65536)
+    ]
+    svg = sweepchart.scaling_by_implementation(["naive", "fused"], [points, points])
+    assert svg.startswith("<svg") and ">naive<" in svg and ">fused<" in svg
+    assert "un-profiled call (median)" in svg and "host dispatch" not in svg  # none given
+    overlay = sweepchart.scaling_overlay(["naive", "fused"], [points, points], "step_median_us")
+    assert "µs per call (log)" in overlay and ">65536<" in overlay
