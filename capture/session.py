@@ -89,6 +89,10 @@ class _Plan:
         """``naive`` in a run of one size, ``64x4096/naive`` in a sweep."""
         return name if len(self.sizes) == 1 else f"{size_folder(size)}/{name}"
 
+    def tag(self, size: Size, name: str) -> str:
+        """How progress names an implementation: ``naive``, or ``64×4096 naive`` in a sweep."""
+        return name if len(self.sizes) == 1 else f"{size_label(size)} {name}"
+
 
 def new_run_dir(parent: Path, backend: str) -> Path:
     """Create ``<parent>/<UTC time>-<backend>[-n]``; an existing folder is never reused."""
@@ -168,27 +172,35 @@ def run_capture(
     todo = [(size, impl) for size in plan.sizes for impl in plan.implementations]
     with Progress(*columns, console=console, transient=False) as progress:
         inputs: Any = first_inputs
-        reference: Any = None
+        reference: Any = _NoReference("no reference output yet")
         for n, (size, impl) in enumerate(todo):
-            if impl is plan.implementations[0]:  # a new size
-                if n:
-                    inputs = _build_inputs(plan, size, dtype, backend)
-                reference = _NoReference(f"the reference {impl.name} failed at this size")
-            tag = f"{size_label(size)} {impl.name}" if len(plan.sizes) > 1 else impl.name
+            tag = plan.tag(size, impl.name)
             task = progress.add_task(f"{tag}: compile and warm up", total=4)
-            if isinstance(inputs, Exception):
-                results.append(record(impl, size, "failed", error=inputs.args[0]))
-                progress.update(task, description=f"{tag}: FAILED (make_inputs)")
-                save([])
-                continue
             try:
-                done, output = _capture_one(
-                    plan, impl, size, inputs, reference, backend, options, run_dir, progress, task
-                )
-                results.append(done)
-                if impl is plan.implementations[0]:
-                    reference = output
-                del output
+                if impl is plan.implementations[0]:  # a new size
+                    if n:
+                        inputs = _build_inputs(plan, size, dtype, backend)
+                    reference = _NoReference(f"the reference {impl.name} failed at this size")
+                if isinstance(inputs, Exception):
+                    results.append(record(impl, size, "failed", error=inputs.args[0]))
+                    progress.update(task, description=f"{tag}: FAILED (make_inputs)")
+                else:
+                    done, output = _capture_one(
+                        plan,
+                        impl,
+                        size,
+                        inputs,
+                        reference,
+                        backend,
+                        options,
+                        run_dir,
+                        progress,
+                        task,
+                    )
+                    results.append(done)
+                    if impl is plan.implementations[0]:
+                        reference = output
+                    del output
             except KeyboardInterrupt:
                 results.append(
                     record(impl, size, "interrupted", error="interrupted by the user (Ctrl-C)")
@@ -303,7 +315,7 @@ def _capture_one(
     from torch.profiler import profile, schedule
 
     name = plan.bundle(size, impl.name)
-    tag = f"{size_label(size)} {impl.name}" if len(plan.sizes) > 1 else impl.name
+    tag = plan.tag(size, impl.name)
     bundle = run_dir / name
     bundle.mkdir(parents=True)
     fn = prepare(impl, backend.compile_backend)

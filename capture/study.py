@@ -181,7 +181,6 @@ def load_study(spec: str | None) -> tuple[Study, str]:
         module = _import_file(path)
         where: Path | str = path
     else:
-        where = target
         module = _import_module(target)
         where = getattr(module, "__file__", None) or target
     obj = getattr(module, attr, None)
