@@ -14,6 +14,22 @@ from nprof_report.report.model import Chart, ReportModel, Table
 from nprof_report.report.sweep import crossover_title
 from nprof_report.textout import format_time_us
 
+GLOSSARY = [
+    (
+        "Numerical check",
+        "Before profiling, each implementation's output on the same inputs is compared with the "
+        "first (reference) implementation's: it passes when every element is within atol + rtol × "
+        "|reference| (torch.isclose; default tolerances those of torch.testing.assert_close for "
+        "the dtype). Max abs error: largest |output − reference|; max rel error: largest "
+        "|output − reference| / |reference| over the elements where the reference is not 0.",
+    ),
+    (
+        "Crossover size",
+        "In a sweep, each implementation is faster, slower or within noise against the baseline at "
+        "each size (the noise rule of the comparison table). The crossover is the smallest size "
+        "from which the verdict at the largest size holds at every larger size.",
+    ),
+]
 TIME_COLUMNS = (
     ("Un-profiled / call", "unprofiled_median_us"),
     ("Profiled step", "step_median_us"),
@@ -203,4 +219,6 @@ def add_sweep(model: ReportModel, summary: dict[str, Any]) -> ReportModel:
     view = SweepView(
         "Sizes and numerical check" if sweep else "Numerical check", intro, charts, tables
     )
-    return replace(model, verdict=" ".join(sentences), sweep=view)
+    return replace(
+        model, verdict=" ".join(sentences), sweep=view, glossary=[*model.glossary, *GLOSSARY]
+    )
