@@ -22,7 +22,8 @@ from nprof_report.report.analyses import analyse
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
-from nprof_report.report.summary import build_summary
+from nprof_report.report.sweep import summarise
+from nprof_report.report.sweepview import add_sweep
 
 DEFAULT_RUNS = Path("nprof-runs")
 
@@ -31,7 +32,7 @@ def _tables(model: ReportModel) -> list[Table]:
     tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
-    return tables
+    return tables + (model.sweep.tables if model.sweep else [])
 
 
 def build_report(
@@ -52,7 +53,8 @@ def build_report(
     if not sources:
         raise InputError(paths[0], "holds no trace.json to report on")
     labels = [s.label for s in sources]
-    if len(set(labels)) != len(labels):  # the same implementation from several runs
+    # the same implementation from several runs (within one run, a sweep's sizes tell them apart)
+    if len(resolved) > 1 and len(set(labels)) != len(labels):
         sources = [
             type(s)(
                 f"{r.run_dir.name if r.run_dir else s.folder.name}/{s.label}",
@@ -70,8 +72,8 @@ def build_report(
     caveats += convert_neuron_traces(sources)
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
     analyses = [analyse(s, loaded=loaded) for s, loaded in zip(sources, loading)]
-    summary = build_summary(analyses, manifest, caveats)
-    model = build_model(summary)
+    summary = summarise(analyses, manifest, caveats)
+    model = add_sweep(build_model(summary), summary)
     html = render_html(model)
     pdf = render_pdf(html)
 

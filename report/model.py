@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nprof_report.report import charts
+from nprof_report.report.sweep import detail_implementations
 from nprof_report.textout import format_time_us
+
+if TYPE_CHECKING:
+    from nprof_report.report.sweepview import SweepView
 
 GLOSSARY = [
     (
@@ -134,6 +138,7 @@ class ReportModel:
     files: Table | None
     glossary: list[tuple[str, str]]
     generated_from: list[str]
+    sweep: SweepView | None = None  # sizes and numerical check (report/sweepview.add_sweep)
 
 
 def _us(x: float | None) -> str:
@@ -176,7 +181,7 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
     workload = run.get("workload") or {}
     shape = "×".join(str(d) for d in workload.get("shape", [])) or "unknown shape"
     question = (
-        f"Which RMSNorm implementation ({', '.join(labels)}) is fastest on "
+        f"Which {workload.get('name', 'RMSNorm')} implementation ({', '.join(labels)}) is fastest on "
         f"{run.get('device') or 'the captured device'} (backend {run.get('backend') or 'unknown'}) "
         f"for a {shape} {workload.get('dtype', '')} input, and where does its time go?"
         if run
@@ -219,7 +224,9 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         summary["comparisons"],
     )
     return ReportModel(
-        title=f"RMSNorm study: {run_id}" if run else f"Profile comparison: {run_id}",
+        title=f"{workload.get('name', 'RMSNorm')} study: {run_id}"
+        if run
+        else f"Profile comparison: {run_id}",
         run_id=run_id,
         question=question,
         verdict=_verdict(summary),
@@ -227,7 +234,7 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         comparisons=comparisons,
         findings=summary["findings"],
         charts=_charts(impls),
-        sections=[_section(i) for i in impls],
+        sections=[_section(i) for i in [*impls, *detail_implementations(summary)]],
         caveats=summary["caveats"],
         provenance=_provenance(run),
         environment=sorted((run.get("environment") or {}).items()),

@@ -32,6 +32,8 @@ def ops_tables(
     in :func:`~nprof_report.parse.parallel.load_sources`."""
     sources = resolve(path).sources
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
+    # a sweep holds each implementation at several sizes: name them by bundle, 64x4096/naive
+    by_bundle = len({s.label for s in sources}) < len(sources)
     out = []
     for source in sources:
         if source.trace is None:
@@ -41,7 +43,10 @@ def ops_tables(
                 "capture with ProfilerActivity.CPU + PrivateUse1 and NeuronProfiler.export_trace",
             )
         loaded = next(loading)
-        out.append((source.label, key_averages(loaded.frames, loaded.neuron_device_ns)))
+        label, impl = source.label, source.implementation
+        if by_bundle and impl is not None and impl.bundle:
+            label = impl.bundle
+        out.append((label, key_averages(loaded.frames, loaded.neuron_device_ns)))
     return out
 
 

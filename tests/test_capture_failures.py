@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +16,28 @@ pytestmark = pytest.mark.capture
 def _options(out: Path) -> Any:
     from nprof_report.capture.session import CaptureOptions
 
-    return CaptureOptions(
-        out=out,
-        backend="cpu",
-        active=2,
-        timing_seconds=0.05,
-        implementations=("naive", "fused", "compiled"),
-    )
+    return CaptureOptions(out=out, backend="cpu", active=2, timing_seconds=0.05)
 
 
-def test_failed_implementation_is_recorded_and_the_others_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _rmsnorm_with_fused(fn: Any) -> Any:
+    """The built-in study with ``fused`` replaced by ``fn``."""
+    from nprof_report.capture.rmsnorm import STUDY
+    from nprof_report.capture.study import Implementation
+
+    impls = [
+        Implementation(i.name, i.description, fn) if i.name == "fused" else i
+        for i in STUDY.implementations
+    ]
+    return replace(STUDY, implementations=impls)
+
+
+def test_failed_implementation_is_recorded_and_the_others_run(tmp_path: Path) -> None:
     from nprof_report.capture import session
 
-    real = session.make_function
+    def flaky(*args: Any) -> Any:
+        raise RuntimeError("NEFF compilation failed")
 
-    def flaky(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "fused":
-            raise RuntimeError("NEFF compilation failed")
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(session, "make_function", flaky)
-    run = session.run_capture(_options(tmp_path))
+    run = session.run_capture(_options(tmp_path), study=_rmsnorm_with_fused(flaky))
     manifest = read_manifest(run)
     statuses = [(i.name, i.status) for i in manifest.implementations]
     assert statuses == [("naive", "ok"), ("fused", "failed"), ("compiled", "ok")]
@@ -47,21 +47,14 @@ def test_failed_implementation_is_recorded_and_the_others_run(
     assert verify_checksums(run, manifest) == []
 
 
-def test_interrupt_keeps_bundles_and_marks_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_interrupt_keeps_bundles_and_marks_the_rest(tmp_path: Path) -> None:
     from nprof_report.capture import session
 
-    real = session.make_function
+    def interrupted(*args: Any) -> Any:
+        raise KeyboardInterrupt
 
-    def interrupted(name: str, *args: Any, **kwargs: Any) -> Any:
-        if name == "fused":
-            raise KeyboardInterrupt
-        return real(name, *args, **kwargs)
-
-    monkeypatch.setattr(session, "make_function", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        session.run_capture(_options(tmp_path))
+        session.run_capture(_options(tmp_path), study=_rmsnorm_with_fused(interrupted))
     (run,) = tmp_path.iterdir()
     manifest = read_manifest(run)
     assert [(i.name, i.status) for i in manifest.implementations] == [

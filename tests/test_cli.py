@@ -18,17 +18,20 @@ from tests.conftest import PUBLIC_TRACES
 @pytest.mark.capture
 def test_capture_writes_a_complete_run(cpu_run: Path) -> None:
     manifest = read_manifest(cpu_run)
-    assert manifest.format_version == 1
+    assert manifest.format_version == 1 and manifest.format_minor == 1
     assert manifest.backend == "cpu"
     assert manifest.schedule == {"wait": 2, "warmup": 1, "active": 4, "repeat": 1}
     assert manifest.workload["shape"] == [4, 512]
     assert manifest.workload["dtype"] == "bfloat16"
+    assert manifest.workload["sizes"] == [[4, 512]] and manifest.workload["name"] == "RMSNorm"
     assert manifest.versions["torch"].startswith("2.")
     assert [i.name for i in manifest.implementations] == ["naive", "fused", "compiled"]
     for impl in manifest.implementations:
         assert impl.status == "ok", impl.error
         assert impl.unprofiled is not None and impl.unprofiled.median_us > 0
         assert (cpu_run / impl.trace).is_file()  # type: ignore[operator]
+        assert impl.size == [4, 512] and impl.check is not None
+        assert impl.check.status == ("reference" if impl.name == "naive" else "pass")
     assert {f.path for f in manifest.files} == {
         f"{n}/trace.json" for n in ("naive", "fused", "compiled")
     }

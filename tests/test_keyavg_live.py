@@ -17,11 +17,12 @@ def _live_profile(name: str, trace: Path, active: int) -> dict[str, dict[str, fl
     import torch
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    from nprof_report.capture.workload import Workload, make_function, make_inputs
+    from nprof_report.capture.rmsnorm import STUDY
+    from nprof_report.capture.session import prepare
 
-    workload = Workload(shape=(4, 512), dtype="bfloat16")
-    fn = make_function(name, workload)
-    x, w = make_inputs(workload, "cpu")
+    (impl,) = [i for i in STUDY.implementations if i.name == name]
+    fn = prepare(impl, None)
+    x, w = STUDY.make_inputs((4, 512), torch.bfloat16, "cpu")
     for _ in range(3):
         fn(x, w)
     with profile(

@@ -8,11 +8,17 @@ A capture writes one *run folder*::
       fused/trace.json       byte for byte, and on Neuron the output tree NeuronProfiler wrote
       compiled/trace.json    (``<instance>_pid_<pid>/<timestamp>/trace.json``, ``ntrace.pb``, ...)
 
+A sweep over several sizes puts each size's bundles in a folder of its own
+(``64x4096/naive/trace.json``); a run of one size keeps the layout above.
+
 ``manifest.json`` (``"format": "nprof-run"``, ``format_version`` 1) records how the run was made
-(command line, backend and device, host, versions, input, schedule, environment variables), the
-un-profiled timings of each implementation, what failed, and a sha256 for every file. Readers refuse
-an unknown major ``format_version`` instead of guessing. Both capture (the writer) and parse/report
-(the readers) import this module; neither stage imports the other.
+(command line, backend and device, host, versions, the study and its sizes, schedule, environment
+variables), the un-profiled timings and the numerical check of each implementation at each size,
+what failed, and a sha256 for every file. Readers refuse an unknown major ``format_version``
+instead of guessing; ``format_minor`` counts additions that older manifests lack (1: ``size`` and
+``check`` per implementation, ``workload.sizes``), and fields of a newer minor are ignored.
+Both capture (the writer) and parse/report (the readers) import this module; neither stage imports
+the other.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +35,7 @@ from nprof_report.errors import InputError
 
 FORMAT = "nprof-run"
 FORMAT_VERSION = 1
+FORMAT_MINOR = 1
 MANIFEST_NAME = "manifest.json"
 
 
@@ -54,17 +61,40 @@ class Timing:
 
 
 @dataclass(frozen=True)
+class NumericalCheck:
+    """One implementation's output against the reference's (the study's first implementation).
+
+    ``status``: ``pass``, ``fail`` (some element outside ``atol + rtol * |reference|``, or another
+    shape), ``reference`` (the reference itself) or ``not compared`` (``note`` says why). Errors are
+    computed in float64: ``max_abs_error`` = max |out - ref|, ``max_rel_error`` = max |out - ref| /
+    |ref| over the elements where ref is not 0.
+    """
+
+    reference: str
+    status: str
+    atol: float | None = None
+    rtol: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatched: int | None = None
+    elements: int | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class Implementation:
-    """What happened to one implementation during the capture."""
+    """What happened to one implementation (at one size of a sweep) during the capture."""
 
     name: str
     description: str
-    status: str  # "ok", "failed" or "interrupted"
+    status: str  # "ok", "failed", "interrupted" or "not run"
     bundle: str | None = None
     trace: str | None = None
     first_call_s: float | None = None
     unprofiled: Timing | None = None
     error: str | None = None
+    size: list[int] | None = None  # format_minor 1
+    check: NumericalCheck | None = None  # format_minor 1
 
 
 @dataclass(frozen=True)
@@ -86,7 +116,17 @@ class Manifest:
     files: list[FileEntry] = field(default_factory=list)
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
+    format_minor: int = 0  # what an old manifest without the key is; capture writes FORMAT_MINOR
     tool_version: str = ""
+
+    @property
+    def sizes(self) -> list[list[int]]:
+        """The sizes the run swept, in order; one (``workload.shape``) for a run of one size."""
+        sizes = self.workload.get("sizes")
+        if sizes:
+            return [list(s) for s in sizes]
+        shape = self.workload.get("shape")
+        return [list(shape)] if shape else []
 
     def to_json(self) -> str:
         """Serialise with sorted keys so that two manifests diff cleanly."""
@@ -109,21 +149,52 @@ class Manifest:
                 f"{FORMAT_VERSION})",
                 "upgrade nprof-report",
             )
+        newer = isinstance(raw.get("format_minor"), int) and raw["format_minor"] > FORMAT_MINOR
+        known = _known if newer else lambda _, d: d
         try:
             impls = [
                 Implementation(
                     **{
-                        **i,
-                        "unprofiled": Timing(**i["unprofiled"]) if i.get("unprofiled") else None,
+                        **known(Implementation, i),
+                        "unprofiled": Timing(**known(Timing, i["unprofiled"]))
+                        if i.get("unprofiled")
+                        else None,
+                        "check": NumericalCheck(**known(NumericalCheck, i["check"]))
+                        if i.get("check")
+                        else None,
                     }
                 )
                 for i in raw.get("implementations", [])
             ]
-            files = [FileEntry(**f) for f in raw.get("files", [])]
-            fields = {k: v for k, v in raw.items() if k not in ("implementations", "files")}
-            return cls(**fields, implementations=impls, files=files)
+            files = [FileEntry(**known(FileEntry, f)) for f in raw.get("files", [])]
+            rest = {k: v for k, v in raw.items() if k not in ("implementations", "files")}
+            return cls(**known(cls, rest), implementations=impls, files=files)
         except (TypeError, KeyError) as exc:
             raise InputError(path, f"manifest has missing or unexpected fields ({exc})") from exc
+
+
+def size_label(size: tuple[int, ...] | list[int]) -> str:
+    """``64×4096``: how reports and progress name a size."""
+    return "×".join(map(str, size))
+
+
+def size_folder(size: tuple[int, ...] | list[int]) -> str:
+    """``64x4096``: the folder of one size's bundles in a sweep."""
+    return "x".join(map(str, size))
+
+
+def elements(size: tuple[int, ...] | list[int]) -> int:
+    """Number of elements of a tensor of this size: the order of a sweep."""
+    n = 1
+    for d in size:
+        n *= d
+    return n
+
+
+def _known(cls: type, record: dict[str, Any]) -> dict[str, Any]:
+    """The keys of ``record`` that ``cls`` declares: a newer minor version only adds keys."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in record.items() if k in names}
 
 
 def sha256_file(path: Path) -> str:

@@ -45,14 +45,29 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 @cli.command()
 @click.option(
+    "--study",
+    "study",
+    default=None,
+    metavar="FILE.py[:NAME] | MODULE:NAME",
+    help="The study to run (a Study named STUDY unless NAME is given) [default: the built-in "
+    "RMSNorm study].",
+)
+@click.option(
     "--backend",
     type=click.Choice(["auto", "neuron", "cuda", "cpu"]),
     default="auto",
     show_default=True,
     help="auto picks neuron, then cuda, then cpu.",
 )
-@click.option("--shape", default="4,512", show_default=True, help="Input shape of x.")
-@click.option("--dtype", default="bfloat16", show_default=True, help="torch dtype of x and weight.")
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    help="Input size, e.g. 64,4096; repeat for a sweep [default: the study's sizes; RMSNorm: 4,512].",
+)
+@click.option(
+    "--dtype", default=None, help="torch dtype [default: the study's; RMSNorm: bfloat16]."
+)
 @click.option(
     "--active",
     type=int,
@@ -71,13 +86,18 @@ def cli(ctx: click.Context, debug: bool) -> None:
     "--impl",
     "impls",
     multiple=True,
-    type=click.Choice(["naive", "fused", "compiled"]),
-    help="Implementations to run (default: all three).",
+    help="Implementations to run, by name; repeat for several (default: all of the study's).",
 )
 def capture(
-    backend: str, shape: str, dtype: str, active: int, out: Path, impls: tuple[str, ...]
+    study: str | None,
+    backend: str,
+    shapes: tuple[str, ...],
+    dtype: str | None,
+    active: int,
+    out: Path,
+    impls: tuple[str, ...],
 ) -> None:
-    """Profile the RMSNorm study (naive, fused, compiled) and write a new run folder.
+    """Profile a study's implementations at each size and write a new run folder.
 
     The last line printed on standard output is the run folder's path.
     """
@@ -85,15 +105,31 @@ def capture(
 
     options = CaptureOptions(
         out=out,
+        study=study,
         backend=backend,
-        shape=_shape(shape),
+        sizes=tuple(_shape(s) for s in shapes),
         dtype=dtype,
         active=active,
-        implementations=impls or ("naive", "fused", "compiled"),
+        implementations=impls,
         command=("nprof-report", *sys.argv[1:]),
     )
     run_dir = run_capture(options)
     click.echo(str(run_dir))
+
+
+@cli.command("new-study")
+@click.argument("name")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="File to write [default: ./NAME.py]; never overwritten.",
+)
+def new_study(name: str, out: Path | None) -> None:
+    """Write a commented study template to NAME.py, ready for `capture --study NAME.py`."""
+    from nprof_report.capture.template import write_template
+
+    click.echo(str(write_template(name, out)))
 
 
 _jobs = click.option(
