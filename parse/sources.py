@@ -25,7 +25,7 @@ from nprof_report.parse.neuron import (
     load_sessions,
     neuron_figures,
 )
-from nprof_report.parse.neuron_figures import LOADS
+from nprof_report.parse.neuron.figures import LOADS
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import orjson
 
 from nprof_report.errors import InputError
 from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
-from nprof_report.parse.neuron_convert import convert_tree
+from nprof_report.parse.neuron.convert import convert_tree
 from nprof_report.parse.parallel import load_sources
 from nprof_report.parse.sources import neuron_root
 from nprof_report.report.analyses import analyse
