@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     clock = _Clock()
     os.environ.setdefault(*_MALLOC_CONF)
+    from nprof_report.parse.derive import _derive
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.kineto import _derive
     from nprof_report.parse.split import read_work_parts
 
     clock.mark("import")

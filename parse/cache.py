@@ -47,9 +47,9 @@ import polars as pl
 
 from nprof_report import __version__
 from nprof_report.bundle import sha256_file
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
-from nprof_report.parse.kineto import TraceFrames, load_frames
-from nprof_report.parse.load import TraceMeta
+from nprof_report.parse.schema import TraceFrames, TraceMeta
 
 CACHE_FORMAT = 1
 ENV_DIR = "NPROF_CACHE_DIR"

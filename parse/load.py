@@ -12,7 +12,6 @@ import gzip
 import json
 import math
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.schema import EVENTS
+from nprof_report.parse.schema import EVENTS, Trace, TraceMeta
 
 # Relative Kineto timestamps stay below the 3-month window (about 7.9e12 us); absolute epoch
 # microseconds of the 2023 layout are about 1.7e15 (formats.md 1.2).
@@ -28,30 +27,6 @@ _RELATIVE_TS_LIMIT_US = 1e14
 _MAX_INT64 = 2**63 - 1
 # a name that clean_text escaped
 ESCAPED_NAME = r"\\x[0-9a-f]{2}"
-
-
-@dataclass(frozen=True)
-class TraceMeta:
-    """Top-level facts about one trace file."""
-
-    path: Path
-    base_time_ns: int | None
-    timestamp_convention: str  # "relative" (baseTimeNanoseconds) or "absolute-us"
-    schema_version: int | None
-    host_name: str | None
-    device_properties: list[dict[str, Any]]
-    distributed_info: dict[str, Any] | None
-    record_shapes: bool
-    profile_memory: bool
-
-
-@dataclass(frozen=True)
-class Trace:
-    """A loaded trace: its metadata, its events as an ``EVENTS`` frame, and recovery notes."""
-
-    meta: TraceMeta
-    events: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
 
 
 def read_bytes(path: Path) -> bytes:

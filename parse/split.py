@@ -53,9 +53,10 @@ import polars as pl
 from zlib_ng import gzip_ng, zlib_ng
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import TraceMeta, describe, latest_complete
+from nprof_report.parse.load import describe, latest_complete
 from nprof_report.parse.parts import FRAMES, Parts, Pieces, batches, merge, parts_of, pieces_of
 from nprof_report.parse.polars_json import BOUNDARY
+from nprof_report.parse.schema import TraceMeta
 from nprof_report.parse.stream import (
     _Columns,
     _Fallback,

@@ -60,7 +60,6 @@ import polars as pl
 from nprof_report.errors import InputError
 from nprof_report.parse.load import (
     ESCAPED_NAME,
-    Trace,
     as_int,
     as_us,
     assemble,
@@ -70,7 +69,7 @@ from nprof_report.parse.load import (
     read_trace,
 )
 from nprof_report.parse.polars_json import BOUNDARY, CONTROL, clean_column, decode_piece
-from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
+from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS, Trace
 
 __all__ = ["read_trace_stream"]
 

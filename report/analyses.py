@@ -27,9 +27,8 @@ import polars as pl
 from nprof_report.bundle import Implementation
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import TraceFrames
-from nprof_report.parse.load import TraceMeta
 from nprof_report.parse.neuron import NeuronFigures
+from nprof_report.parse.schema import TraceFrames, TraceMeta
 from nprof_report.parse.sources import LoadedSource, load_source
 from nprof_report.report.breakdown import (
     device_gaps,

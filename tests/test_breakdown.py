@@ -39,7 +39,7 @@ def test_device_gaps_cover_the_step_outside_device_work() -> None:
     step = a.steps.filter(pl.col("step") == 1).row(0, named=True)
     gap_total = int(a.gaps.filter(pl.col("step") == 1)["dur_ns"].sum())
     # gaps + merged busy time inside the step = step duration
-    from nprof_report.parse.kineto import load_frames
+    from nprof_report.parse.frames import load_frames
 
     frames = load_frames(PUBLIC_TRACES["rocm"])
     s0 = frames.steps.filter(pl.col("step") == 1)["start_ns"][0]

@@ -14,8 +14,8 @@ from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
 from nprof_report.parse import split, workerpool
-from nprof_report.parse.load import TraceMeta
 from nprof_report.parse.parts import Parts, batches, parts_of
+from nprof_report.parse.schema import TraceMeta
 from nprof_report.parse.split import read_work_parts
 from nprof_report.parse.stream import read_trace_stream
 
