@@ -59,15 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     clock = _Clock()
     os.environ.setdefault(*_MALLOC_CONF)
-    from nprof_report.parse.derive import _derive
+    from nprof_report.parse.derive import derive
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.split import read_work_parts
+    from nprof_report.parse.read.split import read_work_parts
 
     clock.mark("import")
-    meta, notes, parts = read_work_parts(ns.trace)
+    rows = read_work_parts(ns.trace)
     clock.mark("read, parts")
-    frames = _derive(meta, notes, parts, None)
-    del parts
+    frames = derive(rows)
+    del rows
     clock.mark("derive frames")
     table = key_averages(frames)
     clock.mark("key_averages")

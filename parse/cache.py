@@ -83,8 +83,9 @@ def trace_digest(path: Path) -> str:
 def parser_fingerprint() -> str:
     """sha256 over the source of the parse package, so entries die with the parser that made them."""
     digest = hashlib.sha256()
-    for file in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    root = Path(__file__).resolve().parent
+    for file in sorted(root.rglob("*.py")):  # the readers live in sub-packages
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()
 
 

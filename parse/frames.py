@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nprof_report.parse.derive import derive
-from nprof_report.parse.parts import TraceRows, trace_rows
+from nprof_report.parse.read import read
 from nprof_report.parse.schema import TraceFrames
-from nprof_report.parse.split import read_work_parts
-from nprof_report.parse.stream import read_trace_stream
 
 
 def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
@@ -19,7 +17,4 @@ def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
     Neuron link reads every event and the raw args, so callers without a Neuron profile save
     that memory and time.
     """
-    if not work_only:
-        return derive(trace_rows(read_trace_stream(path)))
-    meta, notes, parts = read_work_parts(path)
-    return derive(TraceRows(meta, notes, parts, None))
+    return derive(read(path, keep_events=not work_only))

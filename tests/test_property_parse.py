@@ -23,8 +23,8 @@ from nprof_report.parse.derive import derive
 from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.load import read_trace
 from nprof_report.parse.parts import trace_rows
+from nprof_report.parse.read.reference import read_trace
 from nprof_report.report.analyses import analyse
 
 CATS = [

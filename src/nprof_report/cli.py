@@ -16,7 +16,7 @@ import click
 
 from nprof_report import __version__
 from nprof_report.errors import NprofError
-from nprof_report.parse.workerpool import prestart
+from nprof_report.parse.read import prestart
 
 # what ``ops`` and ``build`` return: they only read and write files (no threads or processes of
 # theirs are left running), so :func:`main` may end the process without the teardown; ``capture``
