@@ -52,7 +52,7 @@ from make_large_trace import LAYOUTS, write_trace  # noqa: E402
 
 # the library stages run with the allocator settings the CLI makes (nprof_report.cli)
 _ALLOCATOR = (
-    "import os\nfrom nprof_report.cli import _MALLOC_CONF\nos.environ.setdefault(*_MALLOC_CONF)\n"
+    "import os\nfrom nprof_report.runtime import MALLOC_CONF\nos.environ.setdefault(*MALLOC_CONF)\n"
 )
 _LOADERS = {
     "orjson": (

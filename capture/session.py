@@ -38,7 +38,7 @@ from nprof_report.capture.workload import (
     make_inputs,
 )
 from nprof_report.errors import CaptureError
-from nprof_report.parse.neuron.convert import convert_tree
+from nprof_report.parse import convert_tree
 
 FILE_ROLES = {
     "trace.json": "kineto-trace",

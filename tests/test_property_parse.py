@@ -19,9 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nprof_report.errors import InputError
+from nprof_report.parse import Source, load_source
 from nprof_report.parse.derive import derive
 from nprof_report.parse.frames import load_frames
-from nprof_report.parse.inputs import Source
 from nprof_report.parse.keyavg import key_averages
 from nprof_report.parse.parts import trace_rows
 from nprof_report.parse.read.reference import read_trace
@@ -148,4 +148,4 @@ def test_parse_succeeds_or_fails_with_input_error(
     assert (table["calls"] > 0).all()
     rebuilt = derive(trace_rows(reference))
     assert rebuilt.ops.equals(frames.ops)
-    analyse(Source("t", path, path.parent))
+    analyse(load_source(Source("t", path, path.parent)))

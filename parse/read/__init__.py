@@ -13,8 +13,9 @@ anything heavy, and importing it runs this file.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.parse.read.routes import read
@@ -31,8 +32,4 @@ _HOME = {
     "prestart": "workerpool",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOME:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
+__getattr__ = lazy_getattr(__name__, _HOME)

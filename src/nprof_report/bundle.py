@@ -12,7 +12,9 @@ A capture writes one *run folder*::
 (command line, backend and device, host, versions, input, schedule, environment variables), the
 un-profiled timings of each implementation, what failed, and a sha256 for every file. Readers refuse
 an unknown major ``format_version`` instead of guessing. Both capture (the writer) and parse/report
-(the readers) import this module; neither stage imports the other.
+(the readers) import this module. Capture imports one thing from parse: the Neuron conversion
+(:func:`nprof_report.parse.convert_tree`), which build runs too, so that a bundle converted on the
+Trainium host carries its tables; nothing in parse or report imports capture.
 """
 
 from __future__ import annotations
