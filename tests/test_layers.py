@@ -1,4 +1,5 @@
-"""The parse stage's door: code outside parse/ imports ``nprof_report.parse``, never a module inside.
+"""The parse stage's door: code outside parse/ imports ``nprof_report.parse``, never a module inside;
+and the derive wing imports no reader.
 
 Read from the source text (every ``import`` and ``from ... import`` statement, at any depth), so a
 function-level import is caught as well as a top-level one.
@@ -70,6 +71,18 @@ def test_the_check_catches_a_submodule_import(tmp_path: Path) -> None:
         (3, "nprof_report.parse.read"),
         (5, "nprof_report.parse.sources"),
     ]
+
+
+def test_derive_imports_no_reader() -> None:
+    """Rows to frames needs no decoder: the frame types come without msgspec, zlib-ng, workers."""
+    derive_wing = ["derive.py", "nesting.py", "parts.py", "schema.py", "keyavg.py", "classify.py"]
+    bad = [
+        f"parse/{name}:{line}: {module}"
+        for name in derive_wing
+        for line, module in imported_modules(ROOT / "parse" / name)
+        if module.startswith(("nprof_report.parse.read", "nprof_report.parse.frames"))
+    ]
+    assert bad == []
 
 
 @pytest.mark.parametrize("name", ["key_averages", "load_sources", "prestart", "convert_tree"])
