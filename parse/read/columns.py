@@ -12,7 +12,8 @@ piece to piece:
 3. Pieces with unusual types (a boolean ``pid``, a float flow ``id``, a string ``External id``
    ...) fail the typed decode and are read event by event by :class:`~.rows.EventRows`.
 
-The per-event rules (:mod:`.rows`) are applied vectorised to the typed columns (:meth:`Columns._finish`).
+The per-event rules (:mod:`.rows`) are applied to the typed columns vectorised
+(:meth:`Columns._finish`).
 
 ``args`` text: the reference loader stores ``orjson.dumps(args)``. Here the raw ``args`` JSON is
 compacted (whitespace outside strings removed), which is byte-identical to ``orjson.dumps`` for
