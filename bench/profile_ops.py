@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from nprof_report.cli import _MALLOC_CONF
+from nprof_report.runtime import MALLOC_CONF
 
 
 def _status() -> dict[str, int]:
@@ -58,16 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("trace", type=Path)
     ns = ap.parse_args(argv)
     clock = _Clock()
-    os.environ.setdefault(*_MALLOC_CONF)
+    os.environ.setdefault(*MALLOC_CONF)
+    from nprof_report.parse.derive import derive
     from nprof_report.parse.keyavg import key_averages
-    from nprof_report.parse.kineto import _derive
-    from nprof_report.parse.split import read_work_parts
+    from nprof_report.parse.read.split import read_work_parts
 
     clock.mark("import")
-    meta, notes, parts = read_work_parts(ns.trace)
+    rows = read_work_parts(ns.trace)
     clock.mark("read, parts")
-    frames = _derive(meta, notes, parts, None)
-    del parts
+    frames = derive(rows)
+    del rows
     clock.mark("derive frames")
     table = key_averages(frames)
     clock.mark("key_averages")

@@ -3,8 +3,8 @@
 Stages (each a fresh Python process, measured whole: start-up, load, exit):
 
 - ``orjson``: ``orjson.loads(f.read())`` -- the baseline every ratio refers to;
-- ``read_trace``: the reference loader (``nprof_report.parse.load``);
-- ``read_trace_stream``: the chunked loader (``nprof_report.parse.stream``), every event and args;
+- ``read_trace``: the reference loader (``nprof_report.parse.read.reference``);
+- ``read_trace_stream``: the chunked loader (``nprof_report.parse.read.stream``), every event and args;
 - ``stream_work``: the same with ``work_only=True`` (the rows ops/links are made of, no args);
 - ``split_work``: ``read_work_parts``: the work rows decoded and taken apart by one process per
   CPU;
@@ -52,7 +52,7 @@ from make_large_trace import LAYOUTS, write_trace  # noqa: E402
 
 # the library stages run with the allocator settings the CLI makes (nprof_report.cli)
 _ALLOCATOR = (
-    "import os\nfrom nprof_report.cli import _MALLOC_CONF\nos.environ.setdefault(*_MALLOC_CONF)\n"
+    "import os\nfrom nprof_report.runtime import MALLOC_CONF\nos.environ.setdefault(*MALLOC_CONF)\n"
 )
 _LOADERS = {
     "orjson": (
@@ -64,23 +64,23 @@ _LOADERS = {
     ),
     "read_trace": (
         _ALLOCATOR + "import sys\n"
-        "from nprof_report.parse.load import read_trace\n"
+        "from nprof_report.parse.read.reference import read_trace\n"
         "print(read_trace(sys.argv[1]).events.height)\n"
     ),
     "read_trace_stream": (
         _ALLOCATOR + "import sys\n"
-        "from nprof_report.parse.stream import read_trace_stream\n"
+        "from nprof_report.parse.read.stream import read_trace_stream\n"
         "print(read_trace_stream(sys.argv[1]).events.height)\n"
     ),
     "stream_work": (
         _ALLOCATOR + "import sys\n"
-        "from nprof_report.parse.stream import read_trace_stream\n"
+        "from nprof_report.parse.read.stream import read_trace_stream\n"
         "print(read_trace_stream(sys.argv[1], work_only=True).events.height)\n"
     ),
     "split_work": (
         _ALLOCATOR + "import sys\n"
-        "from nprof_report.parse.split import read_work_parts\n"
-        "print(read_work_parts(sys.argv[1])[2].host.height)\n"
+        "from nprof_report.parse.read.split import read_work_parts\n"
+        "print(read_work_parts(sys.argv[1]).parts.host.height)\n"
     ),
 }
 STAGES = [*_LOADERS, "ops"]

@@ -43,7 +43,7 @@ from nprof_report.capture.backends import Backend, relevant_environment, select_
 from nprof_report.capture.numerics import compare_outputs
 from nprof_report.capture.study import Size, Study
 from nprof_report.errors import CaptureError, InputError
-from nprof_report.parse.neuron_convert import convert_tree
+from nprof_report.parse import convert_tree
 
 FILE_ROLES = {
     "trace.json": "kineto-trace",

@@ -52,9 +52,9 @@ import polars as pl
 
 from nprof_report import __version__
 from nprof_report.bundle import sha256_file
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
-from nprof_report.parse.kineto import TraceFrames, load_frames
-from nprof_report.parse.load import TraceMeta
+from nprof_report.parse.schema import TraceFrames, TraceMeta
 from nprof_report.procs import pid_alive
 
 CACHE_FORMAT = 2  # 2: each frame file's sha256 in entry.json
@@ -91,8 +91,9 @@ def trace_digest(path: Path) -> str:
 def parser_fingerprint() -> str:
     """sha256 over the source of the parse package, so entries die with the parser that made them."""
     digest = hashlib.sha256()
-    for file in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        digest.update(file.name.encode() + b"\0" + file.read_bytes())
+    root = Path(__file__).resolve().parent
+    for file in sorted(root.rglob("*.py")):  # the readers live in sub-packages
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0" + file.read_bytes())
     return digest.hexdigest()
 
 

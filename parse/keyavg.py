@@ -5,7 +5,7 @@ The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.
 
 1. events named in :data:`~.classify.FILTERED_NAMES` are dropped; ``ProfilerStep#N`` is
    renamed ``ProfilerStep*``;
-2. CPU-typed events nest per thread (:mod:`.kineto`);
+2. CPU-typed events nest per thread (:mod:`.nesting`);
 3. ``_remove_dup_nodes``: an event whose direct parent has the same name and which is that
    parent's only child is removed; its children move to the parent and its device activities
    replace the parent's. Repeated until nothing changes;
@@ -29,7 +29,8 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES
-from nprof_report.parse.kineto import TraceFrames, climb, levels, rows_of
+from nprof_report.parse.nesting import climb, levels, rows_of
+from nprof_report.parse.schema import TraceFrames
 
 KEY_AVERAGES = pl.Schema(
     {

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 from nprof_report.errors import InputError, NprofError
 from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
+from nprof_report.parse.read import DECODE_WORKERS_ENV, open_trace
 from nprof_report.parse.sources import LoadedSource, load_source, needs_all_events
-from nprof_report.parse.workerpool import DECODE_WORKERS_ENV
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -72,12 +72,10 @@ class _Failed:
 
 def uncompressed_size(trace: Path) -> int:
     """The trace's size once decompressed (see the module docstring for gzip)."""
-    size = trace.stat().st_size
-    with trace.open("rb") as fh:
-        if size < 18 or fh.read(2) != b"\x1f\x8b":
-            return size
-        fh.seek(-4, os.SEEK_END)
-        isize = int.from_bytes(fh.read(4), "little")
+    with open_trace(trace) as file:
+        size, gz, isize = file.size, file.gzip, file.stated_size()
+    if not gz or size < 18:
+        return size
     if size * GZIP_RATIO < 1 << 32:  # ISIZE cannot have wrapped at the usual ratio
         return max(isize, size)
     return max(isize, GZIP_RATIO * size)

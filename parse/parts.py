@@ -3,7 +3,9 @@
 :func:`split_rows` takes the rows of one batch (or of one worker's part of a large trace,
 :mod:`.split`) apart: host events with their class, device activities, ``ac2g`` flow ends and
 ``ProfilerStep#N`` annotations. :func:`merge` puts such pieces together into :class:`Parts`, which
-:mod:`.kineto` derives ops, device activities, links and steps from.
+:mod:`.derive` derives ops, device activities, links and steps from. Every reading route ends here
+(:class:`TraceRows`): the split workers take their rows apart themselves, the sequential routes
+through :func:`trace_rows`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from nprof_report.parse.classify import DEVICE_CATS, KNOWN_CATS, host_class
-from nprof_report.parse.schema import STEPS, conform
+from nprof_report.parse.schema import STEPS, Trace, TraceMeta, conform
 
 _BATCHES = 8
 # the events columns that ops, device activities and links are made of
@@ -44,6 +46,17 @@ class Parts:
     notes: list[str]
 
 
+@dataclass(frozen=True)
+class TraceRows:
+    """What a reader hands :func:`~.derive.derive`: the trace's metadata and notes, its work rows
+    taken apart, and every event (``EVENTS``) when they were kept (else None)."""
+
+    meta: TraceMeta
+    notes: list[str]
+    parts: Parts
+    events: pl.DataFrame | None
+
+
 FRAMES = ("host", "device", "flows", "step_rows")
 
 
@@ -66,6 +79,13 @@ def batches(events: pl.DataFrame) -> list[pl.DataFrame]:
     """Zero-copy slices of ``events`` for :func:`parts_of`, which lets go of each once read."""
     size = max(1, -(-events.height // _BATCHES))
     return [events.slice(i, size) for i in range(0, events.height, size)] or [events]
+
+
+def trace_rows(trace: Trace) -> TraceRows:
+    """The rows of a loaded trace, its events kept."""
+    return TraceRows(
+        trace.meta, trace.notes, parts_of(batches(trace.events), trace.meta.path.name), trace.events
+    )
 
 
 def parts_of(batches: list[pl.DataFrame], name: str) -> Parts:

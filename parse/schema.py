@@ -50,9 +50,16 @@ start_ns, end_ns, dur_ns, external_id, correlation, step``.
 (complete ``X`` events and the two ends of ``ac2g`` flows); a loader asked for the work rows
 only keeps these and drops the rest (instants, counters, metadata, memory events) as it reads,
 in ``WORK_EVENTS`` columns (``EVENTS`` without ``bp`` and ``args``, which nothing derived reads).
+
+The frames travel together: :class:`Trace` (a reader's events), :class:`TraceFrames` (what
+parse derives from one trace), both with the trace's :class:`TraceMeta`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -143,3 +150,44 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
             for n, t in schema.items()
         ]
     )
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """Top-level facts about one trace file."""
+
+    path: Path
+    base_time_ns: int | None
+    timestamp_convention: str  # "relative" (baseTimeNanoseconds) or "absolute-us"
+    schema_version: int | None
+    host_name: str | None
+    device_properties: list[dict[str, Any]]
+    distributed_info: dict[str, Any] | None
+    record_shapes: bool
+    profile_memory: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A loaded trace: its metadata, its events as an ``EVENTS`` frame, and recovery notes."""
+
+    meta: TraceMeta
+    events: pl.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TraceFrames:
+    """Every frame parse derives from one trace (schemas above).
+
+    ``events`` is None when the trace was loaded for the derived frames only
+    (``load_frames(..., work_only=True)``): millions of rows nobody reads are not kept.
+    """
+
+    meta: TraceMeta
+    events: pl.DataFrame | None
+    ops: pl.DataFrame
+    device: pl.DataFrame
+    links: pl.DataFrame
+    steps: pl.DataFrame
+    notes: list[str] = field(default_factory=list)

@@ -14,8 +14,8 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.parse import cache
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
-from nprof_report.parse.kineto import TraceFrames, load_frames
 from nprof_report.parse.neuron import (
     NeuronData,
     NeuronFigures,
@@ -25,7 +25,8 @@ from nprof_report.parse.neuron import (
     load_sessions,
     neuron_figures,
 )
-from nprof_report.parse.neuron_figures import LOADS
+from nprof_report.parse.neuron.figures import LOADS
+from nprof_report.parse.schema import TraceFrames
 
 
 @dataclass(frozen=True)

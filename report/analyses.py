@@ -25,12 +25,13 @@ from typing import Any
 import polars as pl
 
 from nprof_report.bundle import Implementation
-from nprof_report.parse.inputs import Source
-from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import TraceFrames
-from nprof_report.parse.load import TraceMeta
-from nprof_report.parse.neuron import NeuronFigures
-from nprof_report.parse.sources import LoadedSource, load_source
+from nprof_report.parse import (
+    LoadedSource,
+    NeuronFigures,
+    TraceFrames,
+    TraceMeta,
+    key_averages,
+)
 from nprof_report.report.breakdown import (
     device_gaps,
     host_breakdown,
@@ -257,10 +258,10 @@ def per_top_op(
     )
 
 
-def analyse(source: Source, *, loaded: LoadedSource | None = None) -> ImplementationAnalysis:
-    """Compute one source's figures from ``loaded`` (by default, parse it here, with its Neuron
-    profile, if any)."""
-    loaded = loaded if loaded is not None else load_source(source)
+def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
+    """Compute one source's figures from its frames and Neuron device time (loaded by
+    :func:`nprof_report.parse.load_sources` or :func:`~nprof_report.parse.load_source`)."""
+    source = loaded.source
     frames, extra = loaded.frames, loaded.neuron_device_ns
     ctx = op_context(frames.ops)
     steps = per_step(frames, ctx, extra)

@@ -25,7 +25,7 @@ from typing import Any
 
 import polars as pl
 
-from nprof_report.parse.kineto import TraceFrames
+from nprof_report.parse import TraceFrames
 
 GAP_CAUSES = (
     "host dispatch",

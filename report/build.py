@@ -14,10 +14,15 @@ from pathlib import Path
 import orjson
 
 from nprof_report.errors import InputError
-from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
-from nprof_report.parse.neuron_convert import convert_tree
-from nprof_report.parse.parallel import load_sources
-from nprof_report.parse.sources import neuron_root
+from nprof_report.parse import (
+    Inputs,
+    Source,
+    convert_tree,
+    load_sources,
+    neuron_root,
+    newest_run,
+    resolve,
+)
 from nprof_report.report.analyses import analyse
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.publish import publish
@@ -44,7 +49,7 @@ def build_report(
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs`` and ``use_cache`` as in :func:`~nprof_report.parse.parallel.load_sources`.
+    ``jobs`` and ``use_cache`` as in :func:`~nprof_report.parse.load_sources`.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -71,7 +76,7 @@ def build_report(
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
-    analyses = [analyse(s, loaded=loaded) for s, loaded in zip(sources, loading)]
+    analyses = [analyse(loaded) for loaded in loading]
     summary = summarise(analyses, manifest, caveats)
     model = add_sweep(build_model(summary), summary)
     html = render_html(model)

@@ -9,9 +9,7 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.inputs import resolve
-from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.parallel import load_sources
+from nprof_report.parse import key_averages, load_sources, resolve
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -29,7 +27,7 @@ def ops_tables(
     path: Path, *, jobs: int | None = None, use_cache: bool = True
 ) -> list[tuple[str, pl.DataFrame]]:
     """(label, key_averages table) for every source under ``path``; ``jobs`` and ``use_cache`` as
-    in :func:`~nprof_report.parse.parallel.load_sources`."""
+    in :func:`~nprof_report.parse.load_sources`."""
     sources = resolve(path).sources
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
     # a sweep holds each implementation at several sizes: name them by bundle, 64x4096/naive

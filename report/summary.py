@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from nprof_report.bundle import Manifest
-from nprof_report.parse.neuron import NeuronFigures
+from nprof_report.parse import NeuronFigures
 from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.breakdown import median_step
 from nprof_report.report.findings import find

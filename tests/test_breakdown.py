@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from nprof_report.parse.inputs import resolve
+from nprof_report.parse import load_source, resolve
 from nprof_report.report.analyses import analyse
 from nprof_report.report.breakdown import GAP_CAUSES, device_gaps, merge_intervals, op_context
 from tests.conftest import NEURON, NEURON_TREES, PUBLIC_TRACES
@@ -18,7 +18,7 @@ def test_merge_intervals() -> None:
 
 @pytest.mark.parametrize("key", ["rocm", "triton", "cpu"])
 def test_host_breakdown_adds_up_to_the_step(key: str) -> None:
-    a = analyse(resolve(PUBLIC_TRACES[key]).sources[0])
+    a = analyse(load_source(resolve(PUBLIC_TRACES[key]).sources[0]))
     parts = ["host_framework_ns", "host_runtime_ns", "host_sync_ns", "host_outside_ns"]
     total = a.steps.select(pl.sum_horizontal(parts)).to_series()
     assert (total == a.steps["dur_ns"]).all()
@@ -27,19 +27,19 @@ def test_host_breakdown_adds_up_to_the_step(key: str) -> None:
 
 
 def test_rocm_launches_are_runtime_time_inside_ops() -> None:
-    a = analyse(resolve(PUBLIC_TRACES["rocm"]).sources[0])
+    a = analyse(load_source(resolve(PUBLIC_TRACES["rocm"]).sources[0]))
     step1 = a.steps.filter(pl.col("step") == 1).row(0, named=True)
     assert step1["host_runtime_ns"] > 0  # hipLaunchKernel and friends, nested in ops
 
 
 def test_device_gaps_cover_the_step_outside_device_work() -> None:
-    a = analyse(resolve(PUBLIC_TRACES["rocm"]).sources[0])
+    a = analyse(load_source(resolve(PUBLIC_TRACES["rocm"]).sources[0]))
     assert a.gaps.height > 0
     assert set(a.gaps["cause"].to_list()) <= set(GAP_CAUSES)
     step = a.steps.filter(pl.col("step") == 1).row(0, named=True)
     gap_total = int(a.gaps.filter(pl.col("step") == 1)["dur_ns"].sum())
     # gaps + merged busy time inside the step = step duration
-    from nprof_report.parse.kineto import load_frames
+    from nprof_report.parse.frames import load_frames
 
     frames = load_frames(PUBLIC_TRACES["rocm"])
     s0 = frames.steps.filter(pl.col("step") == 1)["start_ns"][0]
@@ -89,7 +89,7 @@ def test_gap_cause_synchronization_when_host_waits_outside_ops() -> None:
 
 
 def test_neuron_chain_and_timeline() -> None:
-    a = analyse(resolve(NEURON / "eager_naive").sources[0])
+    a = analyse(load_source(resolve(NEURON / "eager_naive").sources[0]))
     expected = NEURON_TREES["eager_naive"]
     chain = {c["op"]: c for c in a.chains}
     mean = chain["aten::mean"]

@@ -20,8 +20,9 @@ from click.testing import CliRunner
 from nprof_report.bundle import Implementation, sha256_file
 from nprof_report.cli import cli
 from nprof_report.parse import cache
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
-from nprof_report.parse.kineto import TraceFrames, load_frames
+from nprof_report.parse.schema import TraceFrames
 from nprof_report.parse.sources import load_source
 from tests.conftest import PUBLIC_TRACES
 

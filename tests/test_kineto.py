@@ -7,8 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import load_frames
 from tests.conftest import PUBLIC_TRACES
 
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import read_trace
+from nprof_report.parse.read.reference import read_trace
 from nprof_report.parse.schema import EVENTS
 from tests.conftest import PUBLIC_TRACES
 

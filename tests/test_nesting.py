@@ -2,8 +2,8 @@
 
 ``EventList._populate_cpu_children`` (torch/autograd/profiler_util.py) sorts each thread's events
 by ``(start, -end)`` and keeps a stack: the top is popped while the new event starts at or after
-its end or ends after it; what is left on top is the parent. :func:`kineto._nest` computes the same
-with array operations, and :func:`kineto._nest_halves` in two halves on two threads.
+its end or ends after it; what is left on top is the parent. :func:`nesting.nest` computes the same
+with array operations, and :func:`nesting.nest_halves` in two halves on two threads.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nprof_report.parse import kineto
+from nprof_report.parse import nesting
 
 # (thread, start, duration): few distinct values, so ties, zero durations, shared ends and
 # partial overlaps are common
@@ -61,7 +61,7 @@ def _expected(seg: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[li
 @given(_EVENTS)
 def test_nest_is_pytorchs_stack_walk(raw: list[tuple[int, int, int]]) -> None:
     seg, starts, ends = _sorted(raw)
-    parent, depth, overlaps = kineto._nest(seg, starts, ends)
+    parent, depth, overlaps = nesting.nest(seg, starts, ends)
     assert (parent.tolist(), depth.tolist(), [overlaps]) == _expected(seg, starts, ends)
 
 
@@ -70,8 +70,8 @@ def test_nest_is_pytorchs_stack_walk(raw: list[tuple[int, int, int]]) -> None:
 def test_nest_in_halves_is_one_run(raw: list[tuple[int, int, int]]) -> None:
     seg, starts, ends = _sorted(raw)
     with ThreadPoolExecutor(1) as pool, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kineto, "_HALVES_MIN", 0)
-        parent, depth, overlaps = kineto._nest_halves(seg, starts, ends, pool)
+        mp.setattr(nesting, "_HALVES_MIN", 0)
+        parent, depth, overlaps = nesting.nest_halves(seg, starts, ends, pool)
     assert (parent.tolist(), depth.tolist(), [overlaps]) == _expected(seg, starts, ends)
 
 
@@ -80,6 +80,6 @@ def test_root_cut_is_where_the_stack_is_empty() -> None:
     seg = np.array([0, 0, 0, 1, 1])
     starts = np.array([0, 2, 10, 0, 1])
     ends = np.array([10, 5, 12, 3, 2])
-    assert kineto._root_cut(seg, starts, ends, 1) == 2
-    assert kineto._root_cut(seg, starts, ends, 4) == 3  # a thread's first event is a cut too
-    assert kineto._root_cut(np.zeros(2), np.array([0, 1]), np.array([5, 2]), 1) is None
+    assert nesting._root_cut(seg, starts, ends, 1) == 2
+    assert nesting._root_cut(seg, starts, ends, 4) == 3  # a thread's first event is a cut too
+    assert nesting._root_cut(np.zeros(2), np.array([0, 1]), np.array([5, 2]), 1) is None

@@ -1,4 +1,4 @@
-"""neuron-explorer conversion (parse/neuron_convert.py) with a FAKE ``neuron-explorer`` on PATH.
+"""neuron-explorer conversion (parse/neuron/convert.py) with a FAKE ``neuron-explorer`` on PATH.
 
 The fake records its argv, then writes the fused fixture's system tables where the real tool puts
 them (formats.md §3.1: ``<data-path>/profiles/global/<display-name>@latest/``). Inputs are copies
@@ -19,9 +19,9 @@ import polars as pl
 import pytest
 
 from nprof_report.errors import InputError
-from nprof_report.parse import neuron_convert
+from nprof_report.parse.neuron import convert as neuron_convert
 from nprof_report.parse.neuron import find_sessions, load_session
-from nprof_report.parse.neuron_convert import (
+from nprof_report.parse.neuron.convert import (
     FAILED_LOG_NAME,
     LOG_NAME,
     OUTPUT_DIR_NAME,
@@ -29,7 +29,7 @@ from nprof_report.parse.neuron_convert import (
     convert_session,
     convert_tree,
 )
-from nprof_report.parse.neuron_files import PARTIAL_DIR_PREFIX, NeuronSession
+from nprof_report.parse.neuron.files import PARTIAL_DIR_PREFIX, NeuronSession
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "neuron"
 FUSED_SYSTEM = next((FIX / "fused").rglob("fused_system@latest"))

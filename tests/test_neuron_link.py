@@ -20,8 +20,8 @@ from nprof_report.parse.neuron import (
     neuron_device_time_by_event,
     neuron_figures,
 )
-from nprof_report.parse.neuron_link import merge_executions
-from nprof_report.parse.neuron_load import SYSTEM_EVENTS, conform
+from nprof_report.parse.neuron.link import merge_executions
+from nprof_report.parse.neuron.load import SYSTEM_EVENTS, conform
 from nprof_report.parse.schema import EVENTS
 from tests.conftest import NEURON, NEURON_TREES
 

@@ -18,8 +18,8 @@ from nprof_report.parse.neuron import (
     find_sessions,
     load_session,
 )
-from nprof_report.parse.neuron_device import load_framework_mapping
-from nprof_report.parse.neuron_load import (
+from nprof_report.parse.neuron.device import load_framework_mapping
+from nprof_report.parse.neuron.load import (
     check_schema_version,
     dropped_event_warnings,
     load_system_events_parquet,

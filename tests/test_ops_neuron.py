@@ -37,7 +37,7 @@ def test_raw_tree_without_tool_builds_from_trace_json_and_says_what_is_missing(
 ) -> None:
     import shutil
 
-    from nprof_report.parse import neuron_convert
+    from nprof_report.parse.neuron import convert as neuron_convert
     from nprof_report.report.build import build_report
 
     tree = tmp_path / "fused"

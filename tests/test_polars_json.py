@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from nprof_report.parse import polars_json
-from nprof_report.parse.polars_json import decode_piece
+from nprof_report.parse.read import polars_json
+from nprof_report.parse.read.polars_json import decode_piece
 
 
 def piece(*events: Any, indent: int | None = None, ascii: bool = False) -> bytes:

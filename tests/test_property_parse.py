@@ -19,10 +19,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nprof_report.errors import InputError
-from nprof_report.parse.inputs import Source
+from nprof_report.parse import Source, load_source
+from nprof_report.parse.derive import derive
+from nprof_report.parse.frames import load_frames
 from nprof_report.parse.keyavg import key_averages
-from nprof_report.parse.kineto import build_frames, load_frames
-from nprof_report.parse.load import read_trace
+from nprof_report.parse.parts import trace_rows
+from nprof_report.parse.read.reference import read_trace
 from nprof_report.report.analyses import analyse
 
 CATS = [
@@ -144,6 +146,6 @@ def test_parse_succeeds_or_fails_with_input_error(
     assert set(frames.links["dst_id"]).issubset(set(frames.events["event_id"]))
     table = key_averages(frames)
     assert (table["calls"] > 0).all()
-    rebuilt = build_frames(reference)
+    rebuilt = derive(trace_rows(reference))
     assert rebuilt.ops.equals(frames.ops)
-    analyse(Source("t", path, path.parent))
+    analyse(load_source(Source("t", path, path.parent)))

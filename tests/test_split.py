@@ -10,34 +10,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
-from nprof_report.parse import split, workerpool
-from nprof_report.parse.load import TraceMeta
-from nprof_report.parse.parts import Parts, batches, parts_of
-from nprof_report.parse.split import read_work_parts
-from nprof_report.parse.stream import read_trace_stream
+from nprof_report.parse.parts import TraceRows, batches, parts_of
+from nprof_report.parse.read import split, workerpool
+from nprof_report.parse.read.reference import read_trace
+from nprof_report.parse.read.split import read_work_parts
+from nprof_report.parse.read.stream import read_trace_stream
+from nprof_report.parse.schema import WORK_EVENTS, WORK_ROWS
+from tests.test_stream import trace_event
 
 _REPO = Path(__file__).resolve().parents[1]
 PUBLIC = sorted((_REPO / "fixtures" / "public").glob("*.json"))
 
 
-Read = tuple[TraceMeta, list[str], Parts]
-
-
-def sequential(path: Path) -> Read:
+def sequential(path: Path) -> TraceRows:
     """What the split must equal: the sequential work-only read, taken apart in-process."""
     trace = read_trace_stream(path, work_only=True)
-    return trace.meta, trace.notes, parts_of(batches(trace.events), path.name)
+    return TraceRows(trace.meta, trace.notes, parts_of(batches(trace.events), path.name), None)
 
 
-def assert_equal(got: Read, want: Read) -> None:
-    assert got[0] == want[0]
-    assert got[1] == want[1]
+def assert_equal(got: TraceRows, want: TraceRows) -> None:
+    assert got.meta == want.meta
+    assert got.notes == want.notes
     for name in ("host", "device", "steps", "flows"):
-        assert_frame_equal(getattr(got[2], name), getattr(want[2], name))
-    assert got[2].notes == want[2].notes
+        assert_frame_equal(getattr(got.parts, name), getattr(want.parts, name))
+    assert got.parts.notes == want.parts.notes
 
 
 def assert_same(path: Path, **kw: Any) -> None:
@@ -97,15 +98,15 @@ def test_counters_ids_and_times_across_parts(
     doc = {"traceEvents": _events(400), "baseTimeNanoseconds": 10**18, "schemaVersion": 1}
     path.write_text(json.dumps(doc, indent=indent))
     want = sequential(path)
-    assert any("negative duration" in n for n in want[1])
-    assert any("control characters" in n for n in want[1])
-    assert any("unknown categories" in n for n in want[2].notes)
-    assert want[2].steps.height > 1 and want[2].flows.height and want[2].device.height
+    assert any("negative duration" in n for n in want.notes)
+    assert any("control characters" in n for n in want.notes)
+    assert any("unknown categories" in n for n in want.parts.notes)
+    assert want.parts.steps.height > 1 and want.parts.flows.height and want.parts.device.height
     no_sequential(monkeypatch)
     got = read_work_parts(path, workers=3, min_bytes=0, chunk_bytes=512)
     assert_equal(got, want)
-    assert got[2].host["event_id"].is_sorted()
-    assert got[2].host["ts_ns"].min() >= 10**18  # the base time is added in every part
+    assert got.parts.host["event_id"].is_sorted()
+    assert got.parts.host["ts_ns"].min() >= 10**18  # the base time is added in every part
 
 
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
@@ -138,7 +139,7 @@ def test_damaged_last_part_and_errors(tmp_path: Path) -> None:
     cut = tmp_path / "cut.json"
     cut.write_text(text[: int(len(text) * 0.8)])
     assert_same(cut, workers=2)
-    assert any("cut short" in n for n in read_work_parts(cut, min_bytes=0)[1])
+    assert any("cut short" in n for n in read_work_parts(cut, min_bytes=0).notes)
     bad = tmp_path / "bad.json"
     bad.write_bytes(text.encode()[: len(text) // 2] + b"\xff" + text.encode()[len(text) // 2 :])
     with pytest.raises(InputError) as exc:
@@ -160,7 +161,7 @@ def test_gzip_is_decompressed_then_split(
     no_sequential(monkeypatch)
     got = read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=1024)
     assert_equal(got, want)
-    assert got[0].path == path  # the trace's own path, not the temporary copy's
+    assert got.meta.path == path  # the trace's own path, not the temporary copy's
 
 
 def test_damaged_gzip_and_small_files_read_sequentially(
@@ -190,7 +191,7 @@ def test_array_format_and_keys_after_the_array(
     no_sequential(monkeypatch)
     for path in (bare, keyed):
         assert_equal(read_work_parts(path, workers=3, min_bytes=0, chunk_bytes=1024), want[path])
-    assert want[keyed][0].base_time_ns == 10**18
+    assert want[keyed].meta.base_time_ns == 10**18
 
 
 def test_garbage_after_the_array_reads_as_the_sequential_loader_does(
@@ -315,3 +316,45 @@ def test_a_worker_reads_its_blocks_into_one_buffer() -> None:
     same, view = split._receive(stdin, grown, 2)
     assert same is grown and view is not None and bytes(view) == b"xy"
     assert split._receive(stdin, same, 5)[1] is None  # stdin ended mid-block
+
+
+def reference(path: Path) -> TraceRows:
+    """The reference loader's work rows, taken apart: what every route must give."""
+    trace = read_trace(path)
+    work = trace.events.filter(WORK_ROWS).select(WORK_EVENTS.names())
+    return TraceRows(trace.meta, trace.notes, parts_of(batches(work), path.name), None)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    events=st.lists(trace_event, max_size=40),
+    layout=st.sampled_from(["compact", "indent", "array", "gz"]),
+    chunk=st.sampled_from([64, 300]),
+    cut=st.one_of(st.none(), st.none(), st.none(), st.floats(0.3, 1.0)),  # mostly clean: split
+)
+def test_random_traces_match_the_reference_loader(
+    tmp_path: Path, events: list[Any], layout: str, chunk: int, cut: float | None
+) -> None:
+    """The split route against the reference loader directly (not only through the stream):
+    blocks of a few events each, so most traces are cut into several."""
+    doc: dict[str, Any] = {"baseTimeNanoseconds": 1735632360000000000, "traceEvents": events}
+    text = json.dumps(
+        events if layout == "array" else doc, indent=2 if layout == "indent" else None
+    ).encode()
+    if cut is not None:
+        text = text[: int(len(text) * cut)]
+    path = tmp_path / ("t.json.gz" if layout == "gz" else "t.json")
+    path.write_bytes(gzip.compress(text) if layout == "gz" else text)
+    try:
+        want = reference(path)
+    except InputError as exc:
+        error = str(exc)
+    else:
+        assert_equal(read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=chunk), want)
+        return
+    with pytest.raises(InputError) as got:
+        read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=chunk)
+    assert str(got.value) == error

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import read_trace
+from nprof_report.parse.read.reference import read_trace
+from nprof_report.parse.read.stream import read_trace_stream
 from nprof_report.parse.schema import WORK_EVENTS, WORK_ROWS
-from nprof_report.parse.stream import read_trace_stream
 
 _REPO = Path(__file__).resolve().parents[1]
 NAMES = [
@@ -227,7 +227,7 @@ _args = st.one_of(
         },
     ),
 )
-_event = st.one_of(
+trace_event = st.one_of(
     st.fixed_dictionaries(
         {},
         optional={
@@ -251,7 +251,7 @@ _event = st.one_of(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
-    events=st.lists(_event, max_size=12),
+    events=st.lists(trace_event, max_size=12),
     layout=st.sampled_from(["compact", "spaced", "indent", "array", "gz"]),
     chunk=st.sampled_from([64, 200, 4096]),
     base=st.one_of(st.none(), st.just(1735632360000000000)),

@@ -17,8 +17,10 @@ variables), the un-profiled timings and the numerical check of each implementati
 what failed, and a sha256 for every file. Readers refuse an unknown major ``format_version``
 instead of guessing; ``format_minor`` counts additions that older manifests lack (1: ``size`` and
 ``check`` per implementation, ``workload.sizes``), and fields of a newer minor are ignored.
-Both capture (the writer) and parse/report (the readers) import this module; neither stage imports
-the other.
+Both capture (the writer) and parse/report (the readers) import this module. Capture imports one
+thing from parse: the Neuron conversion (:func:`nprof_report.parse.convert_tree`), which build runs
+too, so that a bundle converted on the Trainium host carries its tables; nothing in parse or report
+imports capture.
 """
 
 from __future__ import annotations

@@ -1,27 +1,20 @@
 """The ``nprof-report`` command: a thin layer over the library.
 
 Every command turns :class:`~nprof_report.errors.NprofError` into one line on stderr and exit
-code 2; ``--debug`` shows the traceback instead.
+code 2; ``--debug`` shows the traceback instead. How the process is tuned (allocator, decode
+workers started early, fast exit) is :mod:`nprof_report.runtime`'s.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import os
 import sys
 from pathlib import Path
 
 import click
 
-from nprof_report import __version__
+from nprof_report import __version__, runtime
 from nprof_report.errors import NprofError
-from nprof_report.parse.workerpool import prestart
-
-# what ``ops`` and ``build`` return: they only read and write files (no threads or processes of
-# theirs are left running), so :func:`main` may end the process without the teardown; ``capture``
-# runs torch, whose threads and exit handlers get the usual shutdown
-LEAVE_FAST = "leave fast"
+from nprof_report.runtime import LEAVE_FAST
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -162,7 +155,7 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
     with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
     """
-    prestart(list(paths))
+    runtime.prestart(list(paths))
     from nprof_report.report.build import build_report
 
     for written in build_report(list(paths), out=out, jobs=jobs, use_cache=not no_cache):
@@ -184,30 +177,16 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
 @_no_cache
 def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> str:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
-    prestart([path])
+    runtime.prestart([path])
     from nprof_report.report.opsview import render_ops
 
     click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
     return LEAVE_FAST
 
 
-# Polars' allocator (jemalloc) keeps freed pages for 10 s by default; parsing a large trace frees
-# and reallocates hundreds of MB, so they are returned after 0.25 s (pola-rs/polars#23128). On a
-# 530 MB trace `ops` then peaks at about 1.2x the file size instead of 1.4x; returning them at once
-# (0 ms) saves another 10 % of memory but costs 30 % more time. One arena instead of one per thread
-# lets a thread reuse what another freed: `ops` 0.5 s faster (3 interleaved runs: 10.0 -> 9.5 s,
-# kernel time 2.9 -> 2.3 s), same peak. Set before Polars is first imported (commands import it
-# lazily), inherited by worker processes, and only where the user has not set it.
-_MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:250,muzzy_decay_ms:0,narenas:1")
-# NumPy's OpenBLAS starts a thread per CPU at import, which spins while it waits; nothing here
-# calls BLAS, and on a 530 MB trace those threads took 50 ms of CPU from the parse (perf samples)
-_BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
-
-
 def main() -> None:
     """Entry point: run the CLI, mapping library errors to exit code 2."""
-    os.environ.setdefault(*_MALLOC_CONF)
-    os.environ.setdefault(*_BLAS_THREADS)
+    runtime.tune()
     debug = "--debug" in sys.argv[1:]
     try:
         code = cli.main(standalone_mode=False)
@@ -235,15 +214,4 @@ def main() -> None:
         )
         sys.exit(1)
     if code == LEAVE_FAST:
-        _leave()
-
-
-def _leave() -> None:
-    """End a command that succeeded without the interpreter's teardown (freeing every module,
-    a last garbage collection): 0.1-0.16 s after ``ops`` on a 530 MB trace. Exit handlers still
-    run (they stop unused decode workers) and the output is flushed first."""
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError):  # a reader gone (a closed pipe) loses nothing more
-            stream.flush()
-    os._exit(0)
+        runtime.leave()

@@ -3,13 +3,13 @@
 Tokenising JSON is the floor of every loader (about 6 s per GB on one core here), so a large
 trace is decoded by several processes at once -- threads would share one interpreter lock.
 :func:`read_work_parts` returns what the sequential reading gives
-(:func:`~nprof_report.parse.stream.read_trace_stream` with ``work_only``, then
+(:func:`~.stream.read_trace_stream` with ``work_only``, then
 :func:`~nprof_report.parse.parts.parts_of`: the same parts, event ids, notes, metadata):
 
 1. The parent finds the array (the top-level keys before it are kept, as the streaming loader
    does) and cuts the rest at ``} , {`` boundaries into blocks of at most 32 MB, smaller towards
    the end so that the workers finish together.
-2. Worker processes (``python -m nprof_report.parse.split``) take the blocks one at a time: each
+2. Worker processes (``python -m nprof_report.parse.read.split``) take the blocks one at a time: each
    is read as an array of its own (the block plus ``]``; the last: up to the array's own ``]``,
    whose offset the worker reports) with the streaming loader's own reader, its rows are taken
    apart (:func:`~nprof_report.parse.parts.split_rows`) and its pieces written as Arrow IPC, so
@@ -17,7 +17,7 @@ trace is decoded by several processes at once -- threads would share one interpr
    on its stdout, which is also its request for the next: a worker on a core that something
    else is using takes fewer blocks (with two fixed halves, the other core idled until the
    slower half was done). The workers share the CPUs out (``POLARS_MAX_THREADS``;
-   :func:`~nprof_report.parse.workerpool.worker_env` says why).
+   :func:`~.workerpool.worker_env` says why).
 3. The parent decodes the top-level keys after the array, shifts the event ids of each block
    by the events before it (and times by the trace's base time), and puts the pieces together.
 
@@ -53,20 +53,16 @@ import polars as pl
 from zlib_ng import gzip_ng, zlib_ng
 
 from nprof_report.errors import InputError
-from nprof_report.parse.load import TraceMeta, describe, latest_complete
-from nprof_report.parse.parts import FRAMES, Parts, Pieces, batches, merge, parts_of, pieces_of
-from nprof_report.parse.polars_json import BOUNDARY
-from nprof_report.parse.stream import (
-    _Columns,
-    _Fallback,
-    _Reader,
-    counter_notes,
-    read_trace_stream,
-)
-from nprof_report.parse.workerpool import (
+from nprof_report.parse.parts import FRAMES, Pieces, TraceRows, batches, merge, parts_of, pieces_of
+from nprof_report.parse.read.columns import Columns, Fallback
+from nprof_report.parse.read.polars_json import BOUNDARY
+from nprof_report.parse.read.reference import describe, latest_complete
+from nprof_report.parse.read.rows import counter_notes
+from nprof_report.parse.read.source import open_trace
+from nprof_report.parse.read.stream import Reader, read_trace_stream
+from nprof_report.parse.read.workerpool import (
     MIN_SPLIT_BYTES,
     default_workers,
-    size_and_gzip,
     spawn,
     stop,
     worth_splitting,
@@ -79,9 +75,6 @@ _SEARCH = 1 << 20  # how far past a block's nominal end a boundary is looked for
 _GUNZIP_READ = 4 << 20
 # zlib-ng's stub types its error as an instance
 _GUNZIP_ERRORS = (OSError, EOFError, cast("type[Exception]", zlib_ng.error))
-
-
-_Read = tuple[TraceMeta, list[str], Parts]  # what read_work_parts returns
 
 
 @dataclass(frozen=True)
@@ -101,8 +94,9 @@ def read_work_parts(
     workers: int | None = None,
     chunk_bytes: int = 8 << 20,
     min_bytes: int = MIN_SPLIT_BYTES,
-) -> _Read:
-    """Metadata, notes and parts of the work rows of ``path``, decoded by ``workers`` processes.
+) -> TraceRows:
+    """Metadata, notes and parts of the work rows of ``path``, decoded by ``workers`` processes
+    (``events`` None).
 
     Files smaller than ``min_bytes`` (gzip: smaller than ``min_bytes`` / 20, or stating a
     decompressed size below ``min_bytes``) and ``workers=1`` are read sequentially, as is any file
@@ -111,23 +105,24 @@ def read_work_parts(
     path = Path(path)
     workers = default_workers() if workers is None else workers
     try:
-        size, gz = size_and_gzip(path)
-    except OSError:
-        size, gz = 0, False  # let the sequential loader word the error
+        with open_trace(path) as file:
+            size, gz, stated = file.size, file.gzip, file.stated_size()
+    except InputError:
+        size, gz, stated = 0, False, 0  # let the sequential loader word the error
     if workers >= 2 and worth_splitting(size, gz, min_bytes):
         try:
             if gz:
-                got = _read_gzip(path, size, workers, chunk_bytes, min_bytes)
+                got = _read_gzip(path, size, stated, workers, chunk_bytes, min_bytes)
             else:
                 got = _read_plain(path, size, workers, chunk_bytes)
             if got is not None:
                 return got
-        except (_Fallback, InputError):
+        except (Fallback, InputError):
             pass  # the sequential loader reads it again and words what is wrong
     trace = read_trace_stream(path, work_only=True, chunk_bytes=chunk_bytes)
     meta, notes, rows = trace.meta, trace.notes, batches(trace.events)
     del trace  # the batches hold the only reference to the rows: parts_of lets them go
-    return meta, notes, parts_of(rows, path.name)
+    return TraceRows(meta, notes, parts_of(rows, path.name), None)
 
 
 def _block_bytes(left: int, workers: int, chunk_bytes: int) -> int:
@@ -135,8 +130,8 @@ def _block_bytes(left: int, workers: int, chunk_bytes: int) -> int:
     return max(chunk_bytes, min(_BLOCK_MAX, left // (2 * workers)))
 
 
-def _read_plain(path: Path, size: int, workers: int, chunk_bytes: int) -> _Read | None:
-    head = _Reader(path, chunk_bytes, _Columns(True))
+def _read_plain(path: Path, size: int, workers: int, chunk_bytes: int) -> TraceRows | None:
+    head = Reader(path, chunk_bytes, Columns(True))
     try:
         prefix, array_format = head.find_array()
     finally:
@@ -172,14 +167,16 @@ def _file_blocks(
 
 
 def _read_gzip(
-    path: Path, size: int, workers: int, chunk_bytes: int, min_bytes: int
-) -> _Read | None:
+    path: Path, size: int, stated: int, workers: int, chunk_bytes: int, min_bytes: int
+) -> TraceRows | None:
     """Decompress a gzip file as a stream and send its blocks to the workers.
 
     zlib-ng's gzip module decompresses 2.5-3x faster than the standard library's (the same
-    format and bytes). The trailer's size (modulo 4 GiB) sizes the blocks.
+    format and bytes). The trailer's size (``stated``, modulo 4 GiB) sizes the blocks.
     """
-    left = _gzip_size(path, size)
+    left = stated
+    while left < size:  # a trace is larger than its compressed file
+        left += 1 << 32
     if left < min_bytes:
         return None
     try:
@@ -187,7 +184,7 @@ def _read_gzip(
             gzip_ng.open(path, "rb") as stream,  # type: ignore[no-untyped-call]
             tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp,
         ):
-            head = _Reader(path, chunk_bytes, _Columns(True), stream=stream)
+            head = Reader(path, chunk_bytes, Columns(True), stream=stream)
             prefix, array_format = head.find_array()
             blocks = _stream_blocks(head, stream, left, workers, chunk_bytes)
             ran = _run(path, blocks, workers, chunk_bytes, tmp)
@@ -201,18 +198,8 @@ def _read_gzip(
         return None  # damaged: the sequential loader reads the gzip itself and words it
 
 
-def _gzip_size(path: Path, size: int) -> int:
-    """The decompressed size a gzip file's trailer states (it is kept modulo 4 GiB)."""
-    with path.open("rb") as fh:
-        fh.seek(max(0, size - 4))
-        stated = int.from_bytes(fh.read(4), "little")
-    while stated < size:  # a trace is larger than its compressed file
-        stated += 1 << 32
-    return stated
-
-
 def _stream_blocks(
-    rd: _Reader, stream: IO[bytes], size: int, workers: int, chunk_bytes: int
+    rd: Reader, stream: IO[bytes], size: int, workers: int, chunk_bytes: int
 ) -> Iterator[_Block]:
     """Blocks of ``stream``, whose array ``rd`` has just found (``size``: a guess).
 
@@ -323,7 +310,9 @@ def _answer(line: bytes) -> dict[str, Any] | None:
     return result if isinstance(result, dict) and result.get("ok") is True else None
 
 
-def _assemble(path: Path, doc: dict[str, object], results: list[dict[str, Any]], tmp: str) -> _Read:
+def _assemble(
+    path: Path, doc: dict[str, object], results: list[dict[str, Any]], tmp: str
+) -> TraceRows:
     """Metadata, notes and parts from the blocks' counters and pieces.
 
     Each frame's pieces are read in one query: ``read_ipc`` file by file cost 4 ms a file
@@ -347,7 +336,8 @@ def _assemble(path: Path, doc: dict[str, object], results: list[dict[str, Any]],
             frame = frame.with_columns(pl.col("event_id") + pl.Series(offsets, dtype=pl.Int64))
         frames[name] = frame.with_columns(times)
     categories = sorted({c for r in results for c in r["categories"]})
-    return trace_meta, notes, merge([Pieces(**frames, categories=categories)], path.name)
+    parts = merge([Pieces(**frames, categories=categories)], path.name)
+    return TraceRows(trace_meta, notes, parts, None)
 
 
 def _outputs(tmp: str, block: int) -> dict[str, str]:
@@ -366,11 +356,11 @@ def _document(
     """The top-level keys around the array, whose ``]`` is at offset ``close`` of the file (or of
     ``data``, the last block's text of a gzip file).
 
-    Raises ``_Fallback`` when what follows the array is not clean: the sequential loader then
+    Raises ``Fallback`` when what follows the array is not clean: the sequential loader then
     words the damage or recovers, as it does for any file.
     """
     stream = None if data is None else io.BytesIO(data)
-    rd = _Reader(path, chunk_bytes, _Columns(True), (close, None, b""), stream)
+    rd = Reader(path, chunk_bytes, Columns(True), (close, None, b""), stream)
     rd.prefix_is_array = array_format
     try:
         rd.more()
@@ -431,11 +421,11 @@ def _decode_block(job: dict[str, Any], sent: memoryview | None) -> dict[str, Any
     path, chunk_bytes, tmp = Path(job["path"]), job["chunk"], job["tmp"]
     start, end, last = job["start"], job["end"], job["end"] is None
     tail = b"" if last else b"]"
-    cols = _Columns(True)
+    cols = Columns(True)
     if sent is None:
-        rd = _Reader(path, chunk_bytes, cols, (start, end, tail))
+        rd = Reader(path, chunk_bytes, cols, (start, end, tail))
     else:
-        rd = _Reader(path, chunk_bytes, cols, (0, None, tail), cast("IO[bytes]", _Sent(sent)))
+        rd = Reader(path, chunk_bytes, cols, (0, None, tail), cast("IO[bytes]", _Sent(sent)))
     try:
         close = rd.events()
         if close is not None and (rd.notes or (not last and rd.buf[close + 1 :].strip())):

@@ -1,9 +1,9 @@
-"""Kineto events into nested framework ops, device activities, steps and links.
+"""A trace's rows into nested framework ops, device activities, steps and links.
 
-Nesting follows ``EventList._populate_cpu_children`` in ``torch/autograd/profiler_util.py``: per
-thread, events sorted by ``(start, -end)``, walked with a stack; the top is popped while the new
-event starts at or after its end or ends after it, so partial overlaps never nest. A runtime call
-linked to an op by ``External id`` is moved onto the op's thread first, as PyTorch does.
+:func:`derive` takes what :func:`~nprof_report.parse.read.read` returns (:class:`~.parts.TraceRows`)
+and imports no reader. Host events nest per thread as PyTorch nests them (:mod:`.nesting`); a
+runtime call linked to an op by ``External id`` is moved onto the op's thread first, as PyTorch
+does.
 
 Links (each row records the method that made it):
 
@@ -29,163 +29,13 @@ pid than the ops (formats.md 1.4). A device activity belongs to the step of its 
 from __future__ import annotations
 
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.load import Trace, TraceMeta
-from nprof_report.parse.parts import Parts, batches, parts_of
-from nprof_report.parse.schema import DEVICE, LINKS, OPS, conform
-from nprof_report.parse.split import read_work_parts
-from nprof_report.parse.stream import read_trace_stream
-
-# below this many host events one thread nests them sooner than two
-_HALVES_MIN = 100_000
-
-
-@dataclass(frozen=True)
-class TraceFrames:
-    """Every frame parse derives from one trace (schemas in :mod:`.schema`).
-
-    ``events`` is None when the trace was loaded for the derived frames only
-    (``load_frames(..., work_only=True)``): millions of rows nobody reads are not kept.
-    """
-
-    meta: TraceMeta
-    events: pl.DataFrame | None
-    ops: pl.DataFrame
-    device: pl.DataFrame
-    links: pl.DataFrame
-    steps: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
-
-
-def _nest(
-    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Parent position (-1 at the top) and depth of events sorted by (thread, start, -end), and
-    how many events partially overlap a later one on their thread.
-
-    Equivalent to PyTorch's stack walk: the stack always holds the chain of enclosing events of
-    the last event, so an event's parent is the *last earlier* event of its thread that contains
-    it (``start < end_j`` and ``end <= end_j``, i.e. ``end_j >= end + (dur == 0)``), found here by
-    pointer jumping; an event is popped by the first later event it does not contain, which is
-    the first event after its subtree, and that pop is a partial overlap when the event starts
-    before its end.
-    """
-    n = len(starts)
-    pos = np.arange(n, dtype=np.int64)
-    first = np.ones(n, dtype=bool)
-    first[1:] = segment[1:] != segment[:-1]
-    need = ends + (ends == starts)  # the end a parent must reach
-    ptr = np.where(first, -1, pos - 1)
-    todo = np.flatnonzero(ptr >= 0)
-    while len(todo):
-        cand = ptr[todo]
-        jump = ends[cand] < need[todo]  # the candidate does not contain it: jump past it
-        todo = todo[jump]
-        if not len(todo):
-            break
-        up = ptr[cand[jump]]
-        ptr[todo] = up
-        todo = todo[up >= 0]
-    parent = ptr
-    depth = _depths(parent)
-    # subtree sizes, leaves first
-    size = np.ones(n, dtype=np.int64)
-    for level in levels(np.flatnonzero(parent >= 0), depth):
-        np.add.at(size, parent[level], size[level])
-    after = pos + size  # the first event after each subtree
-    last = np.empty(n, dtype=np.int64)  # the last position of each event's thread
-    seg_end = np.flatnonzero(np.append(segment[1:] != segment[:-1], True))
-    last[:] = np.repeat(seg_end, np.diff(np.concatenate(([-1], seg_end))))
-    popped = after <= last
-    nxt = np.minimum(after, n - 1)
-    overlaps = int(np.count_nonzero(popped & (starts[nxt] < ends)))
-    return parent, depth, overlaps
-
-
-def _nest_halves(
-    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, pool: Executor
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """:func:`_nest`, the two halves on two threads (NumPy releases the GIL), split where
-    PyTorch's stack is empty: there no earlier event is the parent of a later one and no pop is
-    a partial overlap, so the result is that of one run."""
-    n = len(starts)
-    cut = _root_cut(segment, starts, ends, n // 2) if n >= _HALVES_MIN else None
-    if cut is None:
-        return _nest(segment, starts, ends)
-    later = pool.submit(_nest, segment[cut:], starts[cut:], ends[cut:])
-    p0, d0, o0 = _nest(segment[:cut], starts[:cut], ends[:cut])
-    p1, d1, o1 = later.result()
-    return np.concatenate([p0, np.where(p1 >= 0, p1 + cut, -1)]), np.concatenate([d0, d1]), o0 + o1
-
-
-def _root_cut(segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, near: int) -> int | None:
-    """The position closest to ``near`` (not 0) that starts a thread or starts when every earlier
-    event of its thread has ended; None when there is none."""
-    n = len(starts)
-    bounds = np.flatnonzero(segment[1:] != segment[:-1]) + 1  # where each thread starts
-    i = int(np.searchsorted(bounds, near, side="right"))
-    a = int(bounds[i - 1]) if i else 0
-    b = int(bounds[i]) if i < len(bounds) else n
-    open_until = np.maximum.accumulate(ends[a:b])  # the latest end so far in near's thread
-    inside = a + 1 + np.flatnonzero(starts[a + 1 : b] >= open_until[:-1])
-    cuts = np.concatenate(([a, b], inside))
-    cuts = cuts[(cuts > 0) & (cuts < n)]
-    return int(cuts[np.argmin(np.abs(cuts - near))]) if len(cuts) else None
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Number of ancestors of each node (parents come before children), by pointer doubling."""
-    depth = (parent >= 0).astype(np.int64)
-    anc = parent.copy()
-    live = np.flatnonzero(anc >= 0)
-    while len(live):
-        up = anc[live]
-        depth[live] += depth[up]
-        anc[live] = anc[up]
-        live = live[anc[live] >= 0]
-    return depth
-
-
-def levels(rows: np.ndarray, depth: np.ndarray) -> list[np.ndarray]:
-    """``rows`` grouped by ``depth``, deepest first (each group in the order of ``rows``)."""
-    if not len(rows):
-        return []
-    key = -depth[rows]
-    if key.min() > np.iinfo(np.int16).min:
-        key = key.astype(np.int16)  # numpy sorts 16-bit integers by radix: 2-3x faster
-    by_depth = rows[np.argsort(key, kind="stable")]
-    return np.split(by_depth, np.flatnonzero(np.diff(depth[by_depth])) + 1)
-
-
-def rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Row of each ``keys`` value in ``ids`` (unique event ids), -1 when absent or null (-1)."""
-    if not len(ids) or not len(keys):
-        return np.full(len(keys), -1, dtype=np.int64)
-    if ids.min() >= 0 and ids.max() < 4 * len(ids):  # event ids: positions in the trace
-        row_at = np.full(int(ids.max()) + 2, -1, dtype=np.int64)  # the last slot: not an id
-        row_at[ids] = np.arange(len(ids))
-        return row_at[np.where((keys >= 0) & (keys < len(row_at)), keys, -1)]
-    order = np.argsort(ids, kind="stable")
-    pos = np.searchsorted(ids[order], keys)
-    pos = np.minimum(pos, len(ids) - 1)
-    found = ids[order[pos]] == keys
-    return np.where(found & (keys >= 0), order[pos], -1)
-
-
-def climb(parent: np.ndarray, start: np.ndarray, skip: np.ndarray) -> np.ndarray:
-    """From each ``start`` row, follow ``parent`` while the row is in ``skip`` (-1 ends)."""
-    out = start.copy()
-    while True:
-        valid = np.flatnonzero(out >= 0)
-        bad = valid[skip[out[valid]]]
-        if not len(bad):
-            return out
-        out[bad] = parent[out[bad]]
+from nprof_report.parse.nesting import climb, nest_halves, rows_of
+from nprof_report.parse.parts import Parts, TraceRows
+from nprof_report.parse.schema import DEVICE, LINKS, OPS, TraceFrames, TraceMeta, conform
 
 
 def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Series:
@@ -215,10 +65,9 @@ def _step_of_op(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
     return step.zip_with(found, pl.Series([None], dtype=pl.Int32))
 
 
-def build_frames(trace: Trace) -> TraceFrames:
-    """Derive ops, device activities, steps and links from a loaded trace (which keeps events)."""
-    parts = parts_of(batches(trace.events), trace.meta.path.name)
-    return _derive(trace.meta, trace.notes, parts, trace.events)
+def derive(rows: TraceRows) -> TraceFrames:
+    """Ops, device activities, steps and links of a trace's rows; ``events`` kept when read."""
+    return _derive(rows.meta, rows.notes, rows.parts, rows.events)
 
 
 def _derive(
@@ -380,7 +229,7 @@ def _nested_ops(
     sorted_rows = keys.select(pl.arg_sort_by(["t", "s", "e"], maintain_order=True)).to_series()
     order = sorted_rows.to_numpy().astype(np.int64)
     del keys, sorted_rows
-    p_sorted, d_sorted, overlaps = _nest_halves(tcode[order], starts[order], ends[order], pool)
+    p_sorted, d_sorted, overlaps = nest_halves(tcode[order], starts[order], ends[order], pool)
     del starts, ends
     parent = np.full(n, -1, dtype=np.int64)
     parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
@@ -528,17 +377,3 @@ def _links(
             method=pl.lit("external_id"),
         )
     return pl.concat([op_rt, rt_dev, conform(via_runtime, LINKS), conform(direct, LINKS)])
-
-
-def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
-    """Read a trace file (streaming, bounded memory) and derive its frames.
-
-    ``work_only=True`` reads only the rows the other frames are made of, with several processes
-    for a large file, and keeps no ``events`` (None; the other frames are identical): only the
-    Neuron link reads every event and the raw args, so callers without a Neuron profile save
-    that memory and time.
-    """
-    if not work_only:
-        return build_frames(read_trace_stream(path))
-    meta, notes, parts = read_work_parts(path)
-    return _derive(meta, notes, parts, None)

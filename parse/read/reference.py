@@ -1,6 +1,8 @@
-"""Read a Kineto ``trace.json`` (plain, ``.gz``, or the bare Chrome JSON Array Format) into frames.
+"""The reference loader: a Kineto ``trace.json`` (plain, ``.gz``, or the bare Chrome JSON Array
+Format) decoded whole, then read event by event.
 
-The loader checks the input and fails with :class:`~nprof_report.errors.InputError` (one line naming
+The other routes (:mod:`.stream`, :mod:`.split`) give what this one gives, and hand it any file
+that is not a clean trace, so errors and recoveries are worded here. The loader checks the input and fails with :class:`~nprof_report.errors.InputError` (one line naming
 the file) when it cannot be used. Damage that can be recovered -- a ``traceEvents`` array cut short,
 events with missing or mistyped fields -- is recovered and described in ``Trace.notes``, which the
 report lists among its caveats.
@@ -8,11 +10,7 @@ report lists among its caveats.
 
 from __future__ import annotations
 
-import gzip
 import json
-import math
-import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,57 +18,27 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.schema import EVENTS
+from nprof_report.parse.read.rows import (
+    ESCAPED_NAME,
+    EventRows,
+    as_int,
+    clean_text,
+    counter_notes,
+    label_text,
+    orjson_int,
+)
+from nprof_report.parse.read.source import open_trace
+from nprof_report.parse.schema import EVENTS, Trace, TraceMeta
 
 # Relative Kineto timestamps stay below the 3-month window (about 7.9e12 us); absolute epoch
 # microseconds of the 2023 layout are about 1.7e15 (formats.md 1.2).
 _RELATIVE_TS_LIMIT_US = 1e14
-_MAX_INT64 = 2**63 - 1
-# a name that clean_text escaped
-ESCAPED_NAME = r"\\x[0-9a-f]{2}"
-
-
-@dataclass(frozen=True)
-class TraceMeta:
-    """Top-level facts about one trace file."""
-
-    path: Path
-    base_time_ns: int | None
-    timestamp_convention: str  # "relative" (baseTimeNanoseconds) or "absolute-us"
-    schema_version: int | None
-    host_name: str | None
-    device_properties: list[dict[str, Any]]
-    distributed_info: dict[str, Any] | None
-    record_shapes: bool
-    profile_memory: bool
-
-
-@dataclass(frozen=True)
-class Trace:
-    """A loaded trace: its metadata, its events as an ``EVENTS`` frame, and recovery notes."""
-
-    meta: TraceMeta
-    events: pl.DataFrame
-    notes: list[str] = field(default_factory=list)
 
 
 def read_bytes(path: Path) -> bytes:
-    """Read a file, decompressing gzip by its magic number; a cut-short gzip is an InputError."""
-    try:
-        data = path.read_bytes()
-    except IsADirectoryError as exc:
-        raise InputError(path, "is a folder, expected a trace file") from exc
-    except FileNotFoundError as exc:
-        raise InputError(path, "does not exist") from exc
-    except OSError as exc:
-        raise InputError(path, f"cannot be read ({exc.strerror})") from exc
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (EOFError, OSError, zlib.error) as exc:
-            raise InputError(
-                path, "gzip data is cut short or corrupt", "copy the file again"
-            ) from exc
+    """Read a file, decompressing gzip by its magic number (:func:`~.source.open_trace`)."""
+    with open_trace(path) as trace:
+        data = trace.read_all()
     if not data.strip():
         raise InputError(path, "is empty")
     return data
@@ -110,16 +78,6 @@ def _decode_document(path: Path, data: bytes) -> tuple[Any, list[str]]:
         return {"traceEvents": events}, [note]
 
 
-def orjson_int(text: str) -> int | float:
-    """Parse an integer as orjson does: beyond the 64-bit range it becomes a float.
-
-    The stdlib parsers used for recovery take this hook, so that every loader reads the same
-    numbers whichever parser a file's damage sends it through.
-    """
-    value = int(text)
-    return value if -(2**63) <= value < 2**64 else float(text)
-
-
 def _decode_lenient(data: bytes) -> Any:
     """The stdlib parser accepts NaN, Infinity and huge numbers, which orjson refuses."""
     try:
@@ -151,62 +109,6 @@ def _recover_truncated(data: bytes) -> tuple[list[Any], int] | None:
     return events, len(text[:pos].encode("utf-8"))
 
 
-def as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if -_MAX_INT64 <= value <= _MAX_INT64 else None
-    if isinstance(value, float) and math.isfinite(value) and abs(value) < 9.2e18:
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return as_int(int(value, 0))
-        except ValueError:
-            return None
-    return None
-
-
-def as_us(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        v = float(value)
-        return v if math.isfinite(v) and abs(v) < 9.2e15 else None
-    if isinstance(value, str):  # some PrivateUse1 exporters write string timestamps
-        try:
-            return as_us(float(value))
-        except ValueError:
-            return None
-    return None
-
-
-def label_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(int(value)) if float(value).is_integer() else str(value)
-    return str(value)
-
-
-def clean_text(text: Any) -> str | None:
-    """Names may carry control characters; keep them printable."""
-    if text is None:
-        return None
-    s = text if isinstance(text, str) else str(text)
-    if any(ord(c) < 32 or ord(c) == 127 for c in s):
-        s = "".join(c if ord(c) >= 32 and ord(c) != 127 else f"\\x{ord(c):02x}" for c in s)
-    return s
-
-
-def _args_text(args: dict[str, Any]) -> str:
-    try:
-        return orjson.dumps(args).decode()
-    except TypeError:  # integers beyond 64 bits, read by the lenient parser
-        return json.dumps(args, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 def read_trace(path: Path) -> Trace:
     """Load one Kineto trace file into an ``EVENTS`` frame (see :mod:`.schema`)."""
     path = Path(path)
@@ -220,43 +122,11 @@ def read_trace(path: Path) -> Trace:
             'is JSON but not a trace (no "traceEvents" list)',
             "pass a torch.profiler trace.json",
         )
-    raw = doc["traceEvents"]
-    cols: dict[str, list[Any]] = {name: [] for name in EVENTS.names()}
-    bad = 0
-    negative = 0
-    for index, ev in enumerate(raw):
-        if not isinstance(ev, dict):
-            bad += 1
-            continue
-        ts = as_us(ev.get("ts", 0 if ev.get("ph") == "M" else None))
-        if ts is None:
-            bad += 1
-            continue
-        dur = as_us(ev.get("dur")) if "dur" in ev else None
-        if dur is not None and dur < 0:
-            negative += 1
-            dur = 0.0
-        args = ev.get("args")
-        args = args if isinstance(args, dict) else None
-        cols["event_id"].append(index)
-        cols["ph"].append(label_text(ev.get("ph")))
-        cols["cat"].append(clean_text(ev.get("cat")))
-        cols["name"].append(clean_text(ev.get("name")) or "")
-        cols["pid"].append(label_text(ev.get("pid")))
-        cols["tid"].append(label_text(ev.get("tid")))
-        cols["ts_ns"].append(round(ts * 1000))
-        cols["dur_ns"].append(None if dur is None else round(dur * 1000))
-        cols["flow_id"].append(label_text(ev.get("id")))
-        cols["bp"].append(label_text(ev.get("bp")))
-        ext = args.get("External id", args.get("external id")) if args else None
-        cols["external_id"].append(as_int(ext))
-        cols["correlation"].append(as_int(args.get("correlation")) if args else None)
-        cols["args"].append(_args_text(args) if args else None)
-    if bad:
-        notes.append(f"{path.name}: skipped {bad} events with a missing or mistyped ts")
-    if negative:
-        notes.append(f"{path.name}: {negative} events had a negative duration, read as 0")
-    return assemble(path, doc, pl.DataFrame(cols, schema=EVENTS), notes)
+    rows = EventRows()
+    for index, ev in enumerate(doc["traceEvents"]):
+        rows.add(index, ev)
+    notes += counter_notes(path, rows.bad, rows.negative)
+    return assemble(path, doc, pl.DataFrame(rows.cols, schema=EVENTS), notes)
 
 
 def assemble(

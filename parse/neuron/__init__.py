@@ -2,7 +2,7 @@
 
 Entry points for the CLI and the report:
 
-* :func:`find_sessions` -- Neuron sessions under a folder (:mod:`.neuron_files`).
+* :func:`find_sessions` -- Neuron sessions under a folder (:mod:`.files`).
 * :func:`load_session` -- one session's processed tables as frames (:class:`NeuronData`).
 * :func:`correlate` -- the §4 link chain for one session (:class:`NeuronLinks`).
 * :func:`neuron_device_time_by_event` -- device ns per Kineto driver event and framework op,
@@ -23,7 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.neuron_device import (
+from nprof_report.parse.neuron.device import (
     DEVICE_EXECUTION_INFO,
     DEVICE_INSTRUCTION,
     DEVICE_SUMMARY,
@@ -32,21 +32,21 @@ from nprof_report.parse.neuron_device import (
     load_device_profile_json,
     load_framework_mapping,
 )
-from nprof_report.parse.neuron_figures import (
+from nprof_report.parse.neuron.figures import (
     DeviceSummaryFigures,
     StepFigures,
     device_summary_figures,
     step_figures,
     step_warnings,
 )
-from nprof_report.parse.neuron_files import (
+from nprof_report.parse.neuron.files import (
     NeffFile,
     NeuronSession,
     NtffFile,
     ProfileDir,
     find_sessions,
 )
-from nprof_report.parse.neuron_link import (
+from nprof_report.parse.neuron.link import (
     DRIVER_RT_LINKS,
     EXEC_FILES,
     EXECUTIONS,
@@ -60,7 +60,7 @@ from nprof_report.parse.neuron_link import (
     link_runtime_to_hw,
     merge_executions,
 )
-from nprof_report.parse.neuron_load import (
+from nprof_report.parse.neuron.load import (
     SYSTEM_EVENTS,
     check_schema_version,
     conform,
@@ -280,7 +280,7 @@ def link_ops_via_framework_mapping(
 
 
 def correlate(data: NeuronData, kineto_events: pl.DataFrame | None = None) -> NeuronLinks:
-    """Run links (a)-(d) for one session (see :mod:`.neuron_link`)."""
+    """Run links (a)-(d) for one session (see :mod:`.link`)."""
     ev = data.events
     k = kineto_events if kineto_events is not None else pl.DataFrame()
     drv_rt = link_driver_to_runtime(k, ev) if k.height else pl.DataFrame(schema=DRIVER_RT_LINKS)

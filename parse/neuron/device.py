@@ -15,8 +15,8 @@ from typing import Any
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.neuron_files import ProfileDir
-from nprof_report.parse.neuron_load import _read_json, _read_parquet, conform
+from nprof_report.parse.neuron.files import ProfileDir
+from nprof_report.parse.neuron.load import conform, read_json, read_parquet
 
 # Device-profile tables (§3.2). Times of Instruction/ExecutionInfo are on the device clock,
 # relative to the profile start, hence the ``_dev_ns`` names. Summary times are seconds on disk.
@@ -173,9 +173,9 @@ def load_device_profile_dir(
     """
     model_id = next((m for m in known_model_ids if m in d.path.name), None)
     return _device_frames(
-        _read_parquet(d.files("Summary")),
-        _read_parquet(d.files("Instruction")),
-        _read_parquet(d.files("ExecutionInfo")),
+        read_parquet(d.files("Summary")),
+        read_parquet(d.files("Instruction")),
+        read_parquet(d.files("ExecutionInfo")),
         model_id,
         str(d.path),
     )
@@ -215,7 +215,7 @@ def load_device_profile_json(
     ``instruction.timestamp`` is taken as a device-clock ns value; ``label`` is the timeline
     track, from which the engine is guessed [INF].
     """
-    doc = _read_json(path)
+    doc = read_json(path)
     if not isinstance(doc, dict):
         raise InputError(path, "is not a device_profile JSON object")
     summary = pl.DataFrame(_summary_rows(doc.get("summary")), infer_schema_length=None)
@@ -248,7 +248,7 @@ def load_framework_mapping(path: Path) -> pl.DataFrame:
 
     One row per (``nrta_seq_id``, framework op) pair: one NRT execution can map to several ops.
     """
-    doc = _read_json(path)
+    doc = read_json(path)
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(data, list):
         raise InputError(path, "has no 'data' list", "expected framework_mapping format (§3.5)")

@@ -46,7 +46,7 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.neuron_files import ProfileDir
+from nprof_report.parse.neuron.files import ProfileDir
 
 KNOWN_SCHEMA_MAJORS = frozenset({7})  # Neuron 2.31 writes 7.4.0 (§3.2)
 DEFAULT_MAX_EVENTS_PER_NC = 1_000_000  # ring-buffer default (§2.3, §2.7)
@@ -115,7 +115,8 @@ def conform(df: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
     )
 
 
-def _read_parquet(paths: Sequence[Path]) -> pl.DataFrame:
+def read_parquet(paths: Sequence[Path]) -> pl.DataFrame:
+    """Read and stack Parquet tables; a corrupt one raises InputError naming it."""
     frames = []
     for p in paths:
         try:
@@ -127,7 +128,7 @@ def _read_parquet(paths: Sequence[Path]) -> pl.DataFrame:
     return pl.concat(frames, how="diagonal_relaxed")
 
 
-def _read_json(path: Path, *, exact: bool = False) -> Any:
+def read_json(path: Path, *, exact: bool = False) -> Any:
     """Parse JSON; ``exact`` keeps non-integer numbers as Decimal (µs timestamps of ~1.8e15
     carry ns digits that float64 cannot hold)."""
     try:
@@ -228,7 +229,7 @@ def load_system_events_parquet(paths: Sequence[Path]) -> pl.DataFrame:
     """
     if not paths:
         return pl.DataFrame(schema=SYSTEM_EVENTS)
-    return _normalise_system(_read_parquet(paths), paths[0])
+    return _normalise_system(read_parquet(paths), paths[0])
 
 
 def _to_ns(value: Any, scale: int, path: Path) -> int | None:
@@ -296,7 +297,7 @@ def load_system_profile_json(path: Path) -> pl.DataFrame:
     Attributes may be flat or nested under ``args``; ``timestamp``/``duration`` are scaled by
     ``timestamp_unit`` (default ns); ids are cast to text first, as the documentation advises.
     """
-    doc = _read_json(path, exact=True)
+    doc = read_json(path, exact=True)
     rows = []
     for i, raw in enumerate(legacy_events(doc, path)):
         ev = dict(raw.get("args") or {}) if isinstance(raw.get("args"), dict) else {}
@@ -349,7 +350,7 @@ def load_system_profile_json(path: Path) -> pl.DataFrame:
 
 def legacy_warnings(path: Path) -> list[str]:
     """The ``warnings`` strings of a ``system_profile.json`` (§3.3)."""
-    doc = _read_json(path)
+    doc = read_json(path)
     if not isinstance(doc, dict):
         return []
     out = []
@@ -370,7 +371,7 @@ def read_schema_version(dirs: Sequence[ProfileDir]) -> tuple[str, Path] | None:
     for d in dirs:
         for table in ("Metadata", "SystemProfileMetadata", "SchemaFields"):
             for f in d.files(table):
-                df = _read_parquet([f])
+                df = read_parquet([f])
                 if "profile_schema_version" in df.columns:
                     vals = df.get_column("profile_schema_version").drop_nulls()
                     if len(vals):
@@ -413,7 +414,7 @@ def dropped_event_warnings(
         out += [f"{p}: {w}" for w in legacy_warnings(p) if DROPPED_RE.search(w)]
     for d in dirs:
         for f in d.files("Warning"):
-            df = _read_parquet([f])
+            df = read_parquet([f])
             for col, dt in df.schema.items():
                 if dt == pl.String:
                     for v in df.get_column(col).drop_nulls().unique().sort():

@@ -17,13 +17,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nprof_report.errors import InputError
+from nprof_report.parse.read.source import open_trace
+
 __all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn", "stop"]
 
 # below this the workers' start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
 GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not worth splitting
 DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"
-_WORKER = [sys.executable, "-m", "nprof_report.parse.split"]
+_WORKER = [sys.executable, "-m", "nprof_report.parse.read.split"]
 _GLIBC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 _started: list[subprocess.Popen[bytes]] = []
 
@@ -44,12 +47,6 @@ def _cpus() -> int:
         return os.cpu_count() or 1
 
 
-def size_and_gzip(path: Path) -> tuple[int, bool]:
-    """A file's size and whether it is gzip-compressed (by magic number); raises ``OSError``."""
-    with path.open("rb") as fh:
-        return os.fstat(fh.fileno()).st_size, fh.read(2) == b"\x1f\x8b"
-
-
 def worth_splitting(size: int, gz: bool, min_bytes: int = MIN_SPLIT_BYTES) -> bool:
     """Whether a file of ``size`` bytes (``gz``: gzip-compressed) is large enough to split."""
     return size >= (min_bytes // GZIP_RATIO if gz else min_bytes)
@@ -65,10 +62,13 @@ def prestart(paths: list[Path]) -> None:
     if workers < 2 or _started:
         return
     for path in paths:
+        if not path.is_file():
+            continue
         try:
-            if path.is_file() and worth_splitting(*size_and_gzip(path)):
-                break
-        except OSError:
+            with open_trace(path) as trace:
+                if worth_splitting(trace.size, trace.gzip):
+                    break
+        except InputError:
             continue  # the loader words it
     else:
         return

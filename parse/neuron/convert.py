@@ -9,7 +9,7 @@ session holds them but no processed tables, and ``neuron-explorer`` is installed
 and keeps the Parquet tables inside the session folder (``<session>/nprof-explorer/profiles/global/
 <name>@latest/``, §3.1), so a copied bundle builds without Neuron tools. The tool writes into
 ``<session>/.nprof-explorer.partial-*/`` and the folder is renamed into place only after the tool
-exited 0 and wrote ``SystemProfileEvents``; :func:`~nprof_report.parse.neuron_files.find_sessions`
+exited 0 and wrote ``SystemProfileEvents``; :func:`~nprof_report.parse.neuron.files.find_sessions`
 ignores partial folders, so a failed, timed-out or killed conversion leaves no half-written tables.
 
 Nothing here raises for a session that cannot be converted: every outcome is a
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from nprof_report.parse.neuron_files import (
+from nprof_report.parse.neuron.files import (
     PARTIAL_DIR_PREFIX,
     SYSTEM_TABLES,
     TABLE_RE,
@@ -149,7 +149,7 @@ def convert_session(
     """Run ``neuron-explorer view`` for one session when it has raw traces but no tables.
 
     Args:
-        session: from :func:`~nprof_report.parse.neuron_files.find_sessions`.
+        session: from :func:`~nprof_report.parse.neuron.files.find_sessions`.
         tool: the executable (name or path); default ``neuron-explorer`` from PATH, then
             ``/opt/aws/neuron/bin``.
         timeout_s: the tool (and any process it started in its process group) is killed after

@@ -45,7 +45,7 @@ SYSTEM_TABLES = ("SystemProfileEvents",)
 SYSTEM_AUX_TABLES = ("SystemProfileMetadata", "SystemProfileHbmUsage", "Warning", "SchemaFields")
 DEVICE_TABLES = ("Summary", "Instruction", "ExecutionInfo")
 DEVICE_AUX_TABLES = ("Metadata", "NeffHeader", "DeviceProfileList")
-# neuron_convert runs neuron-explorer into <session>/.nprof-explorer.partial-*/ and renames the
+# convert.py runs neuron-explorer into <session>/.nprof-explorer.partial-*/ and renames the
 # folder into place when it succeeded; one left behind by a killed run is half-written, so nothing
 # under it counts as processed output.
 PARTIAL_DIR_PREFIX = ".nprof-explorer.partial-"

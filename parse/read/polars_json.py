@@ -44,7 +44,7 @@ import re
 import orjson
 import polars as pl
 
-from nprof_report.parse.load import clean_text
+from nprof_report.parse.read.rows import clean_text
 
 __all__ = ["BOUNDARY", "CONTROL", "clean_column", "decode_piece"]
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from nprof_report.parse.neuron_load import conform
+from nprof_report.parse.neuron.load import conform
 
 DRIVER_CAT = "privateuse1_driver"
 # Kineto arg spellings accepted for the NRT sequence id: the name Explorer displays (§1.11, [IMG])
