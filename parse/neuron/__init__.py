@@ -23,6 +23,7 @@ from pathlib import Path
 import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.parse.neuron.crosscheck import CrossCheck
 from nprof_report.parse.neuron.device import (
     DEVICE_EXECUTION_INFO,
     DEVICE_INSTRUCTION,
@@ -379,12 +380,15 @@ class NeuronFigures:
         device: Summary-based engine / MFU / MBU figures.
         clock: trace.json vs system trace, and sync-point check.
         warnings: every warning from loading, linking and the measurement checks.
+        cross_check: when trace.json's privateuse1_driver rows are device executions, their
+            per-op device time against the system trace's (:mod:`.crosscheck`); else None.
     """
 
     steps: tuple[StepFigures, ...]
     device: DeviceSummaryFigures
     clock: ClockAlignment
     warnings: tuple[str, ...]
+    cross_check: CrossCheck | None = None
 
 
 def neuron_figures(
