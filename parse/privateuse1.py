@@ -143,7 +143,7 @@ def retype(
         return host, device, found
     is_driver = pl.col("cat").cast(pl.String) == DRIVER_CAT
     moved = host.filter(is_driver).select(device.columns)
-    device = pl.concat([device, moved.cast(dict(device.schema))])
+    device = pl.concat([device, moved], how="vertical_relaxed")
     return host.filter(~is_driver), device, found
 
 
