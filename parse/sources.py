@@ -27,6 +27,7 @@ from nprof_report.parse.neuron import (
 )
 from nprof_report.parse.neuron.crosscheck import cross_check
 from nprof_report.parse.neuron.figures import LOADS
+from nprof_report.parse.neuron.files import PROCESS_DIR_RE
 from nprof_report.parse.privateuse1 import device_meaning
 
 
@@ -73,7 +74,8 @@ def neuron_root(source: Source) -> Path | None:
 
     A bundle of a run is searched whole. A trace file given on its own is paired only with a
     Neuron session in its own folder (``trace.json`` sits beside ``ntrace.pb``, formats.md 2.5),
-    never with whatever else lies below that folder.
+    never with whatever else lies below that folder, except in an ``<instance-id>_pid_<pid>/``
+    folder, whose ``<timestamp>/`` sessions are that process's (§9.6).
     """
     if source.implementation is not None:
         return source.folder
@@ -81,6 +83,8 @@ def neuron_root(source: Source) -> Path | None:
         return source.folder
     folder = source.trace.parent
     if any(next(folder.glob(pattern), None) for pattern in SESSION_MARKERS):
+        return folder
+    if PROCESS_DIR_RE.match(folder.name):  # a rank's trace above its <timestamp>/ sessions
         return folder
     return None
 

@@ -60,6 +60,7 @@ from nprof_report.parse.neuron.link import (
     link_executions_to_files,
     link_runtime_to_hw,
     merge_executions,
+    mixed_flow_warnings,
 )
 from nprof_report.parse.neuron.load import (
     SYSTEM_EVENTS,
@@ -401,6 +402,7 @@ def neuron_figures(
     links = links if links is not None else correlate(data, kineto_events)
     warnings = list(data.warnings)
     warnings += step_warnings(data.events, steps, kineto_events)
+    warnings += mixed_flow_warnings(data.events)
     if data.events.height and data.summary.height == 0 and links.executions.height:
         warnings.append(
             f"{data.session.path}: no device profile (Summary) was found; "

@@ -228,11 +228,18 @@ def _hw_rows(sys_events: pl.DataFrame) -> pl.DataFrame:
     hw = sys_events.filter(
         (pl.col("source") == "neuron_hw") & (pl.col("name") == "nc_exec_running")
     )
-    # The hardware flow id: first of the row's flow ids; exec_id when the list is empty.
+    # The hardware flow key: the row's whole flow_id list (formats.md §9.7: unique across the
+    # models of a session), sorted and joined; exec_id when the list is empty.
+    has_flows = pl.col("flow_ids").list.len().fill_null(0) > 0
     return hw.with_columns(
-        pl.coalesce(pl.col("flow_ids").list.first(), pl.col("exec_id").cast(pl.String)).alias(
-            "flow_id"
-        )
+        pl.when(has_flows)
+        .then(pl.col("flow_ids").list.sort().list.join(","))
+        .otherwise(pl.col("exec_id").cast(pl.String))
+        .alias("flow_id"),
+        pl.when(has_flows)
+        .then(pl.col("flow_ids"))
+        .otherwise(pl.concat_list(pl.col("exec_id").cast(pl.String)))
+        .alias("_flows"),
     ).with_columns(
         pl.concat_str(
             [
@@ -250,7 +257,7 @@ def merge_executions(sys_events: pl.DataFrame) -> pl.DataFrame:
     """Link (c): merge the per-physical-core ``nc_exec_running`` rows of one execution.
 
     With LNC=2 every execution appears once per physical core (§4.1 step 4, §5.5). Rows are
-    grouped by ``(process_id, model_id, flow_id, exec_id)``; ``dur_ns`` is the length of the union
+    grouped by ``(process_id, model_id, flow_id list, exec_id)``; ``dur_ns`` is the length of the union
     of their intervals, ``start_ns``/``end_ns`` its hull. Method ``model_id+flow_id+exec_id``
     ([3P] Tilebench); ``...+single_row`` when only one core reported.
     """
@@ -335,16 +342,18 @@ def link_runtime_to_hw(sys_events: pl.DataFrame) -> pl.DataFrame:
         "_qual",
         pl.col("flow_ids").alias("flow_id"),
     ).explode("flow_id")
-    cand = rt_x.join(
+    # a runtime row's flow id meets every hardware row whose flow list holds it
+    cand = rt_x.rename({"flow_id": "_flows"}).join(
         hw.select(
             pl.col("event_id").alias("hw_id"),
             "process_id",
+            "_flows",
             "flow_id",
             "exec_key",
             "model_id",
             pl.col("start_ns").alias("hw_start"),
-        ),
-        on=["process_id", "flow_id"],
+        ).explode("_flows"),
+        on=["process_id", "_flows"],
     )
     if cand.height == 0:
         return pl.DataFrame(schema=RT_HW_LINKS)
@@ -372,6 +381,26 @@ def link_runtime_to_hw(sys_events: pl.DataFrame) -> pl.DataFrame:
     )
     out = pl.concat([conform(p, RT_HW_LINKS) for p in (qualified, unique, nearest)])
     return out.unique(["rt_id", "hw_id"], maintain_order=True).sort("rt_id", "hw_id")
+
+
+def mixed_flow_warnings(sys_events: pl.DataFrame) -> list[str]:
+    """Hardware flow-id lists that hold executions of more than one model.
+
+    A third-party parser written against real output treats such a list as an error (§9.7);
+    executions stay apart here (their key includes ``model_id``) and the report says so.
+    """
+    hw = _hw_rows(sys_events)
+    mixed = (
+        hw.group_by("process_id", "flow_id")
+        .agg(pl.col("model_id").drop_nulls().n_unique().alias("_n"))
+        .filter(pl.col("_n") > 1)
+        .sort("process_id", "flow_id")
+    )
+    return [
+        f"process {pid}: nc_exec_running flow ids [{flow}] hold executions of {n} models; "
+        "they are kept apart by model_id"
+        for pid, flow, n in mixed.iter_rows()
+    ]
 
 
 def link_executions_to_files(
