@@ -45,6 +45,7 @@ from nprof_report.parse.neuron.files import (
     NeuronSession,
     NtffFile,
     ProfileDir,
+    device_profile_warmup,
     find_sessions,
 )
 from nprof_report.parse.neuron.link import (
@@ -291,6 +292,7 @@ def correlate(data: NeuronData, kineto_events: pl.DataFrame | None = None) -> Ne
         [(n.model_id, str(n.path), n.is_session) for n in data.session.ntffs],
         data.summary,
         data.execution_info,
+        device_profile_warmup(data.session.path),
     )
     return NeuronLinks(
         driver_rt=drv_rt,

@@ -22,6 +22,7 @@ to that process's session when the session folder holds none of its own.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -248,6 +249,37 @@ def _pid_folder_trace(session_dir: Path) -> Path | None:
     except OSError:
         return None
     return _pick_trace_json(files)
+
+
+# What capture records beside a bundle's sessions (capture/backends.py), then the run manifest.
+CAPTURE_RECORD_NAMES = ("neuron-capture.json", "manifest.json")
+CAPTURE_SEARCH_LEVELS = 4  # a run's manifest sits above <bundle>/<instance>_pid_<pid>/<timestamp>/
+NUM_WARMUP_VAR = "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP"
+
+
+def capture_environment(session_dir: Path) -> dict[str, str]:
+    """The environment recorded at capture for the session (``environment`` of the nearest
+    ``neuron-capture.json`` or run ``manifest.json`` above it); empty when none is found."""
+    for d in (session_dir, *session_dir.parents[:CAPTURE_SEARCH_LEVELS]):
+        for name in CAPTURE_RECORD_NAMES:
+            path = d / name
+            if not path.is_file():
+                continue
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            env = doc.get("environment") if isinstance(doc, dict) else None
+            if isinstance(env, dict):
+                return {str(k): str(v) for k, v in env.items()}
+    return {}
+
+
+def device_profile_warmup(session_dir: Path) -> int:
+    """``NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP`` as captured (0 when unset or not a count):
+    in model mode the runtime profiles the (N+1)-th execution of each model (§9.5)."""
+    value = capture_environment(session_dir).get(NUM_WARMUP_VAR, "0").strip()
+    return int(value) if value.isdigit() else 0
 
 
 def find_sessions(root: Path) -> list[NeuronSession]:

@@ -87,6 +87,10 @@ EXEC_FILES = pl.Schema(
         "ntff_path": pl.String(),
         "device_profile": pl.String(),
         "device_ns": pl.Int64(),
+        # the execution its device profile recorded: in a session profile every one matched to
+        # ExecutionInfo; in model mode the (N+1)-th of its model, N =
+        # NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP (formats.md §9.5)
+        "profiled": pl.Boolean(),
         "method": pl.String(),
     }
 )
@@ -409,6 +413,7 @@ def link_executions_to_files(
     ntffs: list[tuple[str | None, str, bool]],
     summary: pl.DataFrame,
     execution_info: pl.DataFrame,
+    num_warmup: int = 0,
 ) -> pl.DataFrame:
     """Link (d): execution -> NEFF / NTFF files and device-profile time.
 
@@ -422,7 +427,9 @@ def link_executions_to_files(
     Device time per execution (``device_ns``): in a session profile the n-th execution of a model
     is matched to the n-th ``ExecutionInfo`` row naming its NEFF (method ``execution_info_order``,
     §4.2); otherwise ``Summary.total_time`` of the model's profile, which covers the one profiled
-    execution (model mode, §2.7), is used (``summary_total_time``).
+    execution (model mode, §2.7), is used (``summary_total_time``). That one execution is the
+    model's ``num_warmup + 1``-th in the system trace (``NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP``,
+    §9.5); ``profiled`` marks it.
     """
     if executions.height == 0:
         return pl.DataFrame(schema=EXEC_FILES)
@@ -466,6 +473,7 @@ def link_executions_to_files(
         .otherwise(pl.col("ntff_path"))
         .alias("ntff_path"),
         pl.coalesce("_info_profile", "_sum_profile").alias("device_profile"),
+        (has_info | (has_sum & (pl.col("_nth") == num_warmup))).alias("profiled"),
         pl.when(has_info)
         .then(pl.col("_info_ns"))
         .otherwise(pl.col("total_time_ns"))
