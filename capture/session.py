@@ -64,7 +64,7 @@ class CaptureOptions:
     warmup: int = 1
     active: int = 8
     implementations: tuple[str, ...] = IMPLEMENTATIONS
-    record_shapes: bool = True
+    record_shapes: bool = False  # as the TorchNeuron profiling article captures (--record-shapes)
     timing_seconds: float = 0.5
     command: tuple[str, ...] = ()
 
@@ -128,7 +128,9 @@ def run_capture(options: CaptureOptions, console: Console | None = None) -> Path
     results: list[Implementation] = []
 
     def save(pending: list[Implementation]) -> None:
-        done = replace(manifest, implementations=results + pending)
+        # the backend's profiler settings (Neuron: NeuronConfig arguments passed or dropped)
+        profiler = {**manifest.profiler, **backend.profiler_settings}
+        done = replace(manifest, profiler=profiler, implementations=results + pending)
         files = file_entries(run_dir, FILE_ROLES)
         write_atomic(run_dir / MANIFEST_NAME, replace(done, files=files).to_json())
 

@@ -74,8 +74,19 @@ def cli(ctx: click.Context, debug: bool) -> None:
     type=click.Choice(["naive", "fused", "compiled"]),
     help="Implementations to run (default: all three).",
 )
+@click.option(
+    "--record-shapes",
+    is_flag=True,
+    help="Record input shapes (off by default, as the TorchNeuron profiling article captures).",
+)
 def capture(
-    backend: str, shape: str, dtype: str, active: int, out: Path, impls: tuple[str, ...]
+    backend: str,
+    shape: str,
+    dtype: str,
+    active: int,
+    out: Path,
+    impls: tuple[str, ...],
+    record_shapes: bool,
 ) -> None:
     """Profile the RMSNorm study (naive, fused, compiled) and write a new run folder.
 
@@ -90,6 +101,7 @@ def capture(
         dtype=dtype,
         active=active,
         implementations=impls or ("naive", "fused", "compiled"),
+        record_shapes=record_shapes,
         command=("nprof-report", *sys.argv[1:]),
     )
     run_dir = run_capture(options)
