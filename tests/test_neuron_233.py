@@ -38,7 +38,7 @@ def session_dir(key: str) -> Path:
 def ops_device_us(folder: Path) -> dict[str, float]:
     result = CliRunner().invoke(cli, ["ops", str(folder), "--format", "json", "--no-cache"])
     assert result.exit_code == 0, result.output
-    return {r["name"]: r["self_device_us"] for r in json.loads(result.output)}
+    return {r["name"]: r["self_device_us"] for r in json.loads(result.stdout)}
 
 
 def expected_us(key: str) -> dict[str, float]:

@@ -118,7 +118,7 @@ def test_device_time_equals_the_system_trace_and_is_counted_once() -> None:
     tree = NEURON_TREES["device_exec"]
     result = CliRunner().invoke(cli, ["ops", str(DEVICE_TREE), "--format", "json"])
     assert result.exit_code == 0, result.output
-    rows = {(r["name"], r["device_type"]): r for r in json.loads(result.output)}
+    rows = {(r["name"], r["device_type"]): r for r in json.loads(result.stdout)}
     for op, device_ns in tree["device_ns_by_op"].items():
         # the fixture's device_ns_by_op is the union of the nc_exec_running spans (system trace)
         assert rows[(op, "CPU")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
@@ -195,3 +195,35 @@ def test_decision_from_track_links_and_overlap(
     found = decide(host, NO_FLOWS)
     assert found.meaning == meaning
     assert why in found.evidence
+
+
+def test_ops_output_states_how_driver_rows_were_read() -> None:
+    table = CliRunner().invoke(cli, ["ops", str(DEVICE_TREE), "--no-cache"])
+    assert table.exit_code == 0, table.output
+    notes = [line for line in table.stdout.splitlines() if line.startswith("Note: ")]
+    assert any("read as device executions" in n for n in notes)
+    assert any("they agree" in n and "clock offset" in n for n in notes)
+    as_json = CliRunner().invoke(cli, ["ops", str(DEVICE_TREE), "--format", "json", "--no-cache"])
+    assert "read as device executions" in as_json.stderr
+    host = CliRunner().invoke(cli, ["ops", str(NEURON / "fused"), "--no-cache"])
+    assert "read as host-side driver calls" in host.stdout
+
+
+@pytest.mark.pdf
+def test_report_states_the_reading_and_the_cross_check(tmp_path: Path) -> None:
+    from nprof_report.report.build import build_report
+
+    build_report([DEVICE_TREE], out=tmp_path / "r", use_cache=False)
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    impl = summary["implementations"][0]
+    assert impl["device_time_source"].startswith("trace.json privateuse1_driver rows")
+    (neuron,) = impl["neuron"]
+    check = neuron["trace_json_cross_check"]
+    total = sum(NEURON_TREES["device_exec"]["device_ns_by_op"].values()) / 1000
+    assert check["agree"] is True
+    assert check["trace_json_us"] == pytest.approx(total) == check["system_trace_us"]
+    assert check["clock_offset_us"] == pytest.approx(
+        NEURON_TREES["device_exec"]["drv_offset_ns"] / 1000
+    )
+    assert any("read as device executions" in c for c in summary["caveats"])
+    assert any("they agree" in c for c in summary["caveats"])

@@ -163,7 +163,14 @@ def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: boo
     prestart([path])
     from nprof_report.report.opsview import render_ops
 
-    click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
+    said: list[str] = []
+    text = render_ops(
+        path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache, statements=said
+    )
+    if fmt != "table":  # how privateuse1_driver rows were read; the table states it below itself
+        for line in said:
+            click.echo(f"nprof-report: note: {line}", err=True)
+    click.echo(text)
     return LEAVE_FAST
 
 
