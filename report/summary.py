@@ -267,6 +267,16 @@ def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:
             if figures.cross_check.offset_ns is not None
             else None,
             "agree": figures.cross_check.agree,
+            "per_op": [
+                {
+                    "name": name,
+                    "calls": calls,
+                    "trace_json_us": _r(t / 1000),
+                    "system_trace_us": _r(y / 1000),
+                    "max_difference_us": _r(d / 1000),
+                }
+                for name, calls, t, y, d in figures.cross_check.by_name().iter_rows()
+            ],
         },
     }
 

@@ -23,9 +23,19 @@ AGREE_REL = 0.01
 PER_OP = pl.Schema(
     {
         "event_id": pl.Int64(),
+        "name": pl.String(),
         "trace_ns": pl.Int64(),
         "system_ns": pl.Int64(),
         "diff_ns": pl.Int64(),
+    }
+)
+BY_NAME = pl.Schema(
+    {
+        "name": pl.String(),
+        "calls": pl.UInt32(),
+        "trace_ns": pl.Int64(),
+        "system_ns": pl.Int64(),
+        "max_diff_ns": pl.Int64(),
     }
 )
 
@@ -54,6 +64,19 @@ class CrossCheck:
     only_trace: int
     only_system: int
     per_op: pl.DataFrame
+
+    def by_name(self) -> pl.DataFrame:
+        """BY_NAME: the per-op comparison summed over the calls of each op name."""
+        return (
+            self.per_op.group_by("name")
+            .agg(
+                pl.len().alias("calls"),
+                pl.col("trace_ns", "system_ns").sum(),
+                pl.col("diff_ns").abs().max().alias("max_diff_ns"),
+            )
+            .select(list(BY_NAME))
+            .sort("name")
+        )
 
     @property
     def agree(self) -> bool:
@@ -122,8 +145,10 @@ def cross_check(
     system = system_by_op.group_by("event_id").agg(
         pl.col("device_ns").sum().cast(pl.Int64).alias("system_ns")
     )
+    names = frames.ops.select("event_id", pl.col("name").cast(pl.String))
     both = (
         trace.join(system, on="event_id")
+        .join(names, on="event_id", how="left")
         .with_columns((pl.col("trace_ns") - pl.col("system_ns")).alias("diff_ns"))
         .select(list(PER_OP))
         .sort("event_id")
