@@ -49,6 +49,8 @@ FILE_ROLES = {
     "ntrace.pb": "neuron-system-trace",
     "trace_info.pb": "neuron-system-trace-info",
     ".parquet": "neuron-explorer-table",
+    "neuron-capture.json": "neuron-capture-record",  # capture/backends.py
+    "neuron-profile-schema.yaml": "neuron-profile-schema",
 }
 
 
@@ -219,7 +221,11 @@ def _capture_one(
         for result in convert_tree(bundle):
             if not result.ok:
                 progress.console.print(f"[yellow]{result.message}[/yellow]")
-    traces = sorted(p for p in bundle.rglob("*.json") if p.name.endswith("trace.json"))
+    traces = sorted(
+        p
+        for p in bundle.rglob("*.json")
+        if p.name.endswith("trace.json") or p.name.startswith("neuron_framework_trace_rank_")
+    )
     if not traces:
         raise CaptureError(f"{bundle}: the profiler wrote no trace.json")
     progress.update(task, advance=1, description=f"{name}: done")

@@ -150,6 +150,9 @@ def test_neuron_path_makes_the_documented_calls(
         "--show-profile-schema",
     ]
     assert "12.0.1" in (run / "naive" / "neuron-profile-schema.yaml").read_text()
+    roles = {f.path: f.role for f in manifest.files}
+    assert roles["naive/neuron-capture.json"] == "neuron-capture-record"
+    assert roles["naive/neuron-profile-schema.yaml"] == "neuron-profile-schema"
     prof_kwargs = next(kw for name, kw in calls if name == "profile")
     assert prof_kwargs["activities"] == [
         torch.profiler.ProfilerActivity.CPU,

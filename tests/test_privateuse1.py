@@ -16,6 +16,7 @@ replace the op's kernels with the call's (none), so the op would show no device 
 from __future__ import annotations
 
 import json
+import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,25 @@ def test_report_states_the_reading_and_the_cross_check(tmp_path: Path) -> None:
         assert per_op[op]["max_difference_us"] == 0
     assert any("read as device executions" in c for c in summary["caveats"])
     assert any("they agree" in c for c in summary["caveats"])
+
+
+def test_cross_check_reports_disagreement(tmp_path: Path) -> None:
+    from nprof_report.parse.inputs import resolve
+    from nprof_report.parse.sources import load_source
+
+    tree = tmp_path / "device_exec"
+    shutil.copytree(DEVICE_TREE, tree)
+    (trace,) = tree.rglob("trace.json")
+    doc = json.loads(trace.read_text())
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "privateuse1_driver":
+            e["dur"] = round(e["dur"] + 5, 3)  # 5 µs longer than the execution it stands for
+    trace.write_text(json.dumps(doc))
+    (source,) = resolve(tree).sources
+    loaded = load_source(source, use_cache=False)
+    check = loaded.neuron[0][1].cross_check
+    assert check is not None and not check.agree
+    assert check.disagreeing == check.ops == len(NEURON_TREES["device_exec"]["executions"])
+    assert check.max_diff_ns == 5_000
+    assert loaded.neuron_device_ns == {}  # still counted once, from trace.json
+    assert any("differ by more than 1 µs" in n for n in loaded.notes)

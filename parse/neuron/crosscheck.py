@@ -95,7 +95,8 @@ class CrossCheck:
         verdict = (
             "they agree"
             if self.agree
-            else f"{self.disagreeing} ops differ by more than 1 µs or 1 %"
+            else f"{self.disagreeing} ops differ by more than 1 µs or 1 %, so the driver rows may "
+            "not be the executions themselves (the device time shown is trace.json's)"
         )
         extra = ""
         if self.only_trace or self.only_system:
