@@ -71,12 +71,12 @@ def decide(host: pl.DataFrame, flows: pl.DataFrame) -> DriverRows:
             ``dur_ns``, ``external_id``, ``correlation`` (:class:`~.parts.Parts` ``host``).
         flows: ``ac2g`` flow ends (``ph``, ``flow_id``, ``pid``, ``tid``, ``ts_ns``).
     """
-    is_driver = pl.col("cat").cast(pl.String) == DRIVER_CAT
+    is_driver = pl.col("cat") == DRIVER_CAT
     drv = host.filter(is_driver)
     n = drv.height
     if n == 0:
         return DriverRows("none", 0, "")
-    ops = host.filter(pl.col("cls").cast(pl.String) == "op")
+    ops = host.filter(pl.col("cls") == "op")
     op_threads = ops.select("pid", "tid").unique()
     on_op_thread = drv.join(op_threads, on=["pid", "tid"], how="semi", nulls_equal=True).height
     if on_op_thread:
@@ -84,9 +84,7 @@ def decide(host: pl.DataFrame, flows: pl.DataFrame) -> DriverRows:
             "host", n, f"{on_op_thread} of them sit on a thread that runs framework ops"
         )
     launches = host.filter(
-        (pl.col("cls").cast(pl.String) == "runtime")
-        & ~is_driver
-        & pl.col("correlation").is_not_null()
+        (pl.col("cls") == "runtime") & ~is_driver & pl.col("correlation").is_not_null()
     ).select("correlation")
     flow_ends = flows.filter(pl.col("ph") == "f").select("pid", "tid", "ts_ns").unique()
     op_span = (
@@ -141,7 +139,7 @@ def retype(
     found = decide(host, flows)
     if found.meaning != "device":
         return host, device, found
-    is_driver = pl.col("cat").cast(pl.String) == DRIVER_CAT
+    is_driver = pl.col("cat") == DRIVER_CAT
     moved = host.filter(is_driver).select(device.columns)
     device = pl.concat([device, moved], how="vertical_relaxed")
     return host.filter(~is_driver), device, found
@@ -150,6 +148,4 @@ def retype(
 def device_meaning(device: pl.DataFrame) -> bool:
     """Whether derived device activities hold ``privateuse1_driver`` rows (read as device
     executions by :func:`retype`)."""
-    return (
-        device.height > 0 and device.filter(pl.col("cat").cast(pl.String) == DRIVER_CAT).height > 0
-    )
+    return device.height > 0 and device.filter(pl.col("cat") == DRIVER_CAT).height > 0

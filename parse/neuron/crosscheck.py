@@ -115,7 +115,7 @@ class CrossCheck:
 
 def trace_device_by_op(frames: TraceFrames) -> pl.DataFrame:
     """``event_id`` (op), ``trace_ns``: the op's own ``privateuse1_driver`` device executions."""
-    drv = frames.device.filter(pl.col("cat").cast(pl.String) == DRIVER_CAT).select(
+    drv = frames.device.filter(pl.col("cat") == DRIVER_CAT).select(
         pl.col("event_id").alias("dst_id"), "dur_ns"
     )
     return (
