@@ -83,22 +83,23 @@ def decide(host: pl.DataFrame, flows: pl.DataFrame) -> DriverRows:
         return DriverRows(
             "host", n, f"{on_op_thread} of them sit on a thread that runs framework ops"
         )
-    launches = host.filter(
-        (pl.col("cls") == "runtime") & ~is_driver & pl.col("correlation").is_not_null()
-    ).select("correlation")
     flow_ends = flows.filter(pl.col("ph") == "f").select("pid", "tid", "ts_ns").unique()
     op_span = (
         ops.filter(pl.col("external_id").is_not_null())
         .unique("external_id", keep="first", maintain_order=True)
         .select("external_id", (pl.col("ts_ns") + pl.col("dur_ns")).alias("_op_end"))
     )
+    # the launch a driver row shares its correlation with, and the end of that launch's op
+    launches = (
+        host.filter((pl.col("cls") == "runtime") & ~is_driver & pl.col("correlation").is_not_null())
+        .unique("correlation", keep="first", maintain_order=True)
+        .join(op_span, on="external_id", how="left")
+        .select("correlation", pl.lit(True).alias("_launched"), pl.col("_op_end").alias("_via"))
+    )
     drv = (
         drv.join(op_span, on="external_id", how="left")
-        .join(
-            launches.unique().with_columns(pl.lit(True).alias("_launched")),
-            on="correlation",
-            how="left",
-        )
+        .join(launches, on="correlation", how="left")
+        .with_columns(pl.coalesce("_op_end", "_via").alias("_op_end"))
         .join(
             flow_ends.with_columns(pl.lit(True).alias("_flow")),
             on=["pid", "tid", "ts_ns"],

@@ -267,3 +267,14 @@ def test_cross_check_reports_disagreement(tmp_path: Path) -> None:
     assert check.max_diff_ns == 5_000
     assert loaded.neuron_device_ns == {}  # still counted once, from trace.json
     assert any("differ by more than 1 µs" in n for n in loaded.notes)
+
+
+def test_decision_follows_a_correlation_to_the_launching_op() -> None:
+    host = _host(
+        [
+            ("op", "cpu_op", "1", 0, 100, 1, None),
+            ("runtime", "privateuse1_runtime", "1", 10, 20, 1, 9),
+            ("runtime", "privateuse1_driver", "7", 50, 500, None, 9),  # no External id
+        ]
+    )
+    assert decide(host, NO_FLOWS).meaning == "device"
