@@ -70,7 +70,7 @@ class Column:
 TABLES: Mapping[str, tuple[Column, ...]] = {
     "SystemProfileEvents": (
         Column("id", ("event_id",), hint=r"\bunique\b.*\bid\b|\bevent id\b"),
-        Column("name", ("event_name",), required=True, hint=r"^\S*name\S*\s+event name"),
+        Column("name", ("event_name",), required=True, hint=r"\bevent name\b"),
         Column(
             "start_ts",
             ("start_time", "start_timestamp", "start_timestamp_ns", "start_ns", "timestamp"),
