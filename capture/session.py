@@ -54,6 +54,8 @@ FILE_ROLES = {
     "ntrace.pb": "neuron-system-trace",
     "trace_info.pb": "neuron-system-trace-info",
     ".parquet": "neuron-explorer-table",
+    "neuron-capture.json": "neuron-capture-record",  # capture/backends.py
+    "neuron-profile-schema.yaml": "neuron-profile-schema",
 }
 
 
@@ -70,7 +72,7 @@ class CaptureOptions:
     warmup: int = 1
     active: int = 8
     implementations: tuple[str, ...] = ()
-    record_shapes: bool = True
+    record_shapes: bool = False  # as the TorchNeuron profiling article captures (--record-shapes)
     timing_seconds: float = 0.5
     command: tuple[str, ...] = ()
 
@@ -153,7 +155,9 @@ def run_capture(
     results: list[Implementation] = []
 
     def save(pending: list[Implementation]) -> None:
-        done = replace(manifest, implementations=results + pending)
+        # the backend's profiler settings (Neuron: NeuronConfig arguments passed or dropped)
+        profiler = {**manifest.profiler, **backend.profiler_settings}
+        done = replace(manifest, profiler=profiler, implementations=results + pending)
         files = file_entries(run_dir, FILE_ROLES)
         write_atomic(run_dir / MANIFEST_NAME, replace(done, files=files).to_json())
 
@@ -353,7 +357,11 @@ def _capture_one(
         for result in convert_tree(bundle):
             if not result.ok:
                 progress.console.print(f"[yellow]{result.message}[/yellow]")
-    traces = sorted(p for p in bundle.rglob("*.json") if p.name.endswith("trace.json"))
+    traces = sorted(
+        p
+        for p in bundle.rglob("*.json")
+        if p.name.endswith("trace.json") or p.name.startswith("neuron_framework_trace_rank_")
+    )
     if not traces:
         raise CaptureError(f"{bundle}: the profiler wrote no trace.json")
     mark = "" if check.status in ("pass", "reference") else f" (numerical check: {check.status})"

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
     from nprof_report.parse.keyavg import key_averages
     from nprof_report.parse.neuron import NeuronFigures
-    from nprof_report.parse.neuron.convert import convert_tree
+    from nprof_report.parse.neuron.convert import convert_tree, find_tool
     from nprof_report.parse.parallel import load_sources
     from nprof_report.parse.read import prestart
     from nprof_report.parse.schema import TraceFrames, TraceMeta
@@ -43,6 +43,7 @@ __all__ = [
     "TraceFrames",
     "TraceMeta",
     "convert_tree",
+    "find_tool",
     "key_averages",
     "load_frames",
     "load_source",
@@ -62,6 +63,7 @@ _HOME = {
     "TraceFrames": "schema",
     "TraceMeta": "schema",
     "convert_tree": "neuron.convert",
+    "find_tool": "neuron.convert",
     "key_averages": "keyavg",
     "load_frames": "frames",
     "load_source": "sources",

@@ -35,6 +35,7 @@ import polars as pl
 
 from nprof_report.parse.nesting import climb, nest_halves, rows_of
 from nprof_report.parse.parts import Parts, TraceRows
+from nprof_report.parse.privateuse1 import retype
 from nprof_report.parse.schema import DEVICE, LINKS, OPS, TraceFrames, TraceMeta, conform
 
 
@@ -76,6 +77,10 @@ def _derive(
     notes = [*trace_notes, *parts.notes]
     host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
     parts.host = parts.flows = pl.DataFrame()  # the locals hold the only references now
+    # privateuse1_driver rows: device executions or host calls, decided per trace (privateuse1.py)
+    host, device, driver = retype(host, device, flows)
+    if driver.meaning != "none":
+        notes.append(f"{meta.path.name}: {driver.note}")
     name = meta.path.name
     with ThreadPoolExecutor(2) as pool:
         # Polars joins on one thread while NumPy nests on the other: both release the GIL

@@ -26,6 +26,7 @@ TRACE_PATTERNS = (
     "*.pt.trace.json",
     "*.pt.trace.json.gz",
     "pytorch_trace.json",
+    "neuron_framework_trace_rank_*.json",  # in <instance-id>_pid_<pid>/ (formats.md §9.6)
 )
 NEURON_PATTERNS = (
     "ntrace.pb",

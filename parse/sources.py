@@ -8,7 +8,7 @@ Kineto ``event_id`` (the op) to its device ns; ``device_source`` says where devi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import polars as pl
@@ -25,7 +25,10 @@ from nprof_report.parse.neuron import (
     load_sessions,
     neuron_figures,
 )
+from nprof_report.parse.neuron.crosscheck import cross_check
 from nprof_report.parse.neuron.figures import LOADS
+from nprof_report.parse.neuron.files import PROCESS_DIR_RE
+from nprof_report.parse.privateuse1 import device_meaning
 from nprof_report.parse.schema import TraceFrames
 
 
@@ -46,6 +49,11 @@ class LoadedSource:
         """Where device time comes from, in words for the report."""
         if self.neuron_device_ns:
             return "Neuron system trace (nc_exec_running spans linked through nrt_sequence_id)"
+        if device_meaning(self.frames.device):
+            return (
+                "trace.json privateuse1_driver rows read as Neuron device executions "
+                "(linked by External id / correlation); the system trace only cross-checks them"
+            )
         if self.frames.device.height:
             return "device activities in trace.json (linked by External id / correlation)"
         return "none: the trace holds no device activity"
@@ -67,7 +75,8 @@ def neuron_root(source: Source) -> Path | None:
 
     A bundle of a run is searched whole. A trace file given on its own is paired only with a
     Neuron session in its own folder (``trace.json`` sits beside ``ntrace.pb``, formats.md 2.5),
-    never with whatever else lies below that folder.
+    never with whatever else lies below that folder, except in an ``<instance-id>_pid_<pid>/``
+    folder, whose ``<timestamp>/`` sessions are that process's (§9.6).
     """
     if source.implementation is not None:
         return source.folder
@@ -75,6 +84,8 @@ def neuron_root(source: Source) -> Path | None:
         return source.folder
     folder = source.trace.parent
     if any(next(folder.glob(pattern), None) for pattern in SESSION_MARKERS):
+        return folder
+    if PROCESS_DIR_RE.match(folder.name):  # a rank's trace above its <timestamp>/ sessions
         return folder
     return None
 
@@ -105,20 +116,28 @@ def load_source(source: Source, *, use_cache: bool = True) -> LoadedSource:
     busy: list[tuple[int, int]] = []
     loads: list[tuple[int, int]] = []
     windows = list(zip(frames.steps["start_ns"].to_list(), frames.steps["end_ns"].to_list()))
+    # When trace.json's driver rows are device executions, the ops carry device time already:
+    # the system trace cross-checks it and is not added (one execution is never counted twice).
+    in_trace = device_meaning(frames.device)
     for data in load_sessions(root, kineto_events=events):
         notes.extend(f"{source.label}: {w}" for w in (*data.session.notes, *data.warnings))
         if data.events.is_empty():
             continue
         links = correlate(data, events)
         rows = device_time_rows(events, links).filter(pl.col("kind") == "op")
-        for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
-            device[eid] = device.get(eid, 0) + ns
+        check = None
+        if in_trace:
+            check = cross_check(frames, rows, links.device_by_driver, links.executions)
+            notes.append(f"{source.label}: {check.note}")
+        else:
+            for eid, ns in zip(rows["event_id"].to_list(), rows["device_ns"].to_list()):
+                device[eid] = device.get(eid, 0) + ns
         busy += list(
             zip(links.executions["start_ns"].to_list(), links.executions["end_ns"].to_list())
         )
         loaded = data.events.filter(pl.col("name").is_in(list(LOADS)))
         loads += list(zip(loaded["start_ns"].to_list(), loaded["end_ns"].to_list()))
-        figures = neuron_figures(data, windows, events, links)
+        figures = replace(neuron_figures(data, windows, events, links), cross_check=check)
         notes.extend(f"{source.label}: {w}" for w in figures.warnings)
         neuron.append((data, figures))
     return LoadedSource(source, frames, device, neuron, busy, loads, notes)

@@ -23,11 +23,21 @@ JSON_COLUMNS = [
 ]
 
 
+# Notes every ops output carries: what the trace's privateuse1_driver rows were read as, and the
+# system trace's cross-check of them (parse/privateuse1.py, parse/neuron/crosscheck.py).
+STATED = "privateuse1_driver rows"
+
+
 def ops_tables(
-    path: Path, *, jobs: int | None = None, use_cache: bool = True
+    path: Path,
+    *,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    statements: list[str] | None = None,
 ) -> list[tuple[str, pl.DataFrame]]:
     """(label, key_averages table) for every source under ``path``; ``jobs`` and ``use_cache`` as
-    in :func:`~nprof_report.parse.load_sources`."""
+    in :func:`~nprof_report.parse.load_sources`. ``statements`` receives the notes that
+    say how the source's ``privateuse1_driver`` rows were read."""
     sources = resolve(path).sources
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
     # a sweep holds each implementation at several sizes: name them by bundle, 64x4096/naive
@@ -41,6 +51,8 @@ def ops_tables(
                 "capture with ProfilerActivity.CPU + PrivateUse1 and NeuronProfiler.export_trace",
             )
         loaded = next(loading)
+        if statements is not None:
+            statements += [n for n in (*loaded.frames.notes, *loaded.notes) if STATED in n]
         label, impl = source.label, source.implementation
         if by_bundle and impl is not None and impl.bundle:
             label = impl.bundle
@@ -55,14 +67,22 @@ def render_ops(
     limit: int | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    statements: list[str] | None = None,
 ) -> str:
-    """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``."""
-    tables = ops_tables(path, jobs=jobs, use_cache=use_cache)
+    """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``.
+
+    A table ends with the statements of how ``privateuse1_driver`` rows were read; for json and
+    csv they go to ``statements`` (the CLI prints them on standard error)."""
+    said: list[str] = []
+    tables = ops_tables(path, jobs=jobs, use_cache=use_cache, statements=said)
     several = len(tables) > 1
+    if statements is not None:
+        statements += said
     if fmt == "table":
-        return "\n\n".join(
+        text = "\n\n".join(
             format_table(t, title=label if several else None, limit=limit) for label, t in tables
         )
+        return "\n".join([text, *(f"Note: {s}" for s in said)])
     frames = [
         t.select(JSON_COLUMNS).with_columns(pl.lit(label).alias("source"))
         if several

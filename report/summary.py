@@ -255,6 +255,29 @@ def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:
             else None,
             "sync_points": c.sync_points,
         },
+        # trace.json's device executions against the system trace (None: not applicable)
+        "trace_json_cross_check": None
+        if figures.cross_check is None
+        else {
+            "ops": figures.cross_check.ops,
+            "trace_json_us": _r(figures.cross_check.trace_ns / 1000),
+            "system_trace_us": _r(figures.cross_check.system_ns / 1000),
+            "max_per_op_difference_us": _r(figures.cross_check.max_diff_ns / 1000),
+            "clock_offset_us": _r(figures.cross_check.offset_ns / 1000)
+            if figures.cross_check.offset_ns is not None
+            else None,
+            "agree": figures.cross_check.agree,
+            "per_op": [
+                {
+                    "name": name,
+                    "calls": calls,
+                    "trace_json_us": _r(t / 1000),
+                    "system_trace_us": _r(y / 1000),
+                    "max_difference_us": _r(d / 1000),
+                }
+                for name, calls, t, y, d in figures.cross_check.by_name().iter_rows()
+            ],
+        },
     }
 
 

@@ -351,7 +351,12 @@ def test_no_device_profile_gives_empty_device_figures_and_a_warning() -> None:
 
 @pytest.mark.parametrize("key", MAIN)
 def test_clean_constructed_runs_have_no_warnings(key: str) -> None:
-    assert neuron_figures(*session_steps(key)).warnings == ()
+    warnings = neuron_figures(*session_steps(key)).warnings
+    # eager_naive restarts the per-model flow ids for every NEFF, as §4 first assumed; §9.7 says
+    # a flow list is unique across the models of a session, so the collision is reported
+    mixed = [w for w in warnings if "hold executions of" in w]
+    assert warnings == tuple(mixed)
+    assert bool(mixed) == (key == "eager_naive")
 
 
 def test_loading_and_compiling_inside_a_step_are_flagged() -> None:

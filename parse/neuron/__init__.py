@@ -22,7 +22,8 @@ from pathlib import Path
 
 import polars as pl
 
-from nprof_report.errors import InputError
+from nprof_report.parse.neuron.columns import find_schema_dump, read_schema_dump
+from nprof_report.parse.neuron.crosscheck import CrossCheck
 from nprof_report.parse.neuron.device import (
     DEVICE_EXECUTION_INFO,
     DEVICE_INSTRUCTION,
@@ -44,6 +45,7 @@ from nprof_report.parse.neuron.files import (
     NeuronSession,
     NtffFile,
     ProfileDir,
+    device_profile_warmup,
     find_sessions,
 )
 from nprof_report.parse.neuron.link import (
@@ -59,6 +61,7 @@ from nprof_report.parse.neuron.link import (
     link_executions_to_files,
     link_runtime_to_hw,
     merge_executions,
+    mixed_flow_warnings,
 )
 from nprof_report.parse.neuron.load import (
     SYSTEM_EVENTS,
@@ -136,16 +139,15 @@ class NeuronData:
     warnings: tuple[str, ...]
 
 
-def load_session(session: NeuronSession, *, strict_schema: bool = True) -> NeuronData:
+def load_session(session: NeuronSession) -> NeuronData:
     """Load a session's processed outputs (Parquet preferred, legacy JSON otherwise).
 
-    Args:
-        session: from :func:`find_sessions`.
-        strict_schema: raise on an unknown ``profile_schema_version`` major (§3.2 says refuse or
-            flag); with False the message becomes a warning and loading goes on.
+    Explorer tables are read by the columns they have (:mod:`.columns`): an unknown
+    ``profile_schema_version`` major is a warning, and a schema dump saved beside the session
+    (``neuron-profile-schema.yaml``, from capture) resolves renamed columns.
 
     Raises:
-        InputError: unreadable or invalid file, or unknown schema major with ``strict_schema``.
+        InputError: unreadable or invalid file, or a table without a required column.
     """
     warnings = [f"{session.path}: {n}" for n in session.notes]
     all_dirs = (*session.system_profile_dirs, *session.device_profile_dirs)
@@ -155,18 +157,13 @@ def load_session(session: NeuronSession, *, strict_schema: bool = True) -> Neuro
         version, vpath = found
         msg = check_schema_version(version, vpath)
         if msg is not None:
-            if strict_schema:
-                raise InputError(
-                    vpath,
-                    msg.split(": ", 1)[1],
-                    "this nprof-report knows schema major 7; update it, or pass "
-                    "strict_schema=False to read it anyway",
-                )
             warnings.append(msg)
+    dump_path = find_schema_dump(session.path)
+    dump = read_schema_dump(dump_path) if dump_path is not None else None
 
     sys_parquet = [p for d in session.system_profile_dirs for p in d.files("SystemProfileEvents")]
     if sys_parquet:
-        events = load_system_events_parquet(sys_parquet)
+        events = load_system_events_parquet(sys_parquet, version=version, dump=dump, notes=warnings)
     elif session.system_profile_json:
         events = pl.concat([load_system_profile_json(p) for p in session.system_profile_json])
     else:
@@ -183,7 +180,10 @@ def load_session(session: NeuronSession, *, strict_schema: bool = True) -> Neuro
     known = [n.model_id for n in session.neffs] + [
         n.model_id for n in session.ntffs if n.model_id is not None
     ]
-    frames = [load_device_profile_dir(d, known) for d in session.device_profile_dirs]
+    frames = [
+        load_device_profile_dir(d, known, version=version, dump=dump, notes=warnings)
+        for d in session.device_profile_dirs
+    ]
     frames += [load_device_profile_json(p, m) for m, p in session.device_profile_json]
     summary = pl.concat([f[0] for f in frames]) if frames else pl.DataFrame(schema=DEVICE_SUMMARY)
     instr = pl.concat([f[1] for f in frames]) if frames else pl.DataFrame(schema=DEVICE_INSTRUCTION)
@@ -207,9 +207,7 @@ def load_session(session: NeuronSession, *, strict_schema: bool = True) -> Neuro
     )
 
 
-def load_sessions(
-    root: Path, *, strict_schema: bool = True, kineto_events: pl.DataFrame | None = None
-) -> list[NeuronData]:
+def load_sessions(root: Path, *, kineto_events: pl.DataFrame | None = None) -> list[NeuronData]:
     """Load every session under ``root``.
 
     With ``kineto_events``, sessions whose ``<instance>_pid_<pid>`` folder names a process that
@@ -221,7 +219,7 @@ def load_sessions(
         pids = set(kineto_events.get_column("pid").drop_nulls().unique().to_list())
         mine = [s for s in sessions if s.process_id is not None and str(s.process_id) in pids]
         sessions = mine or sessions
-    return [load_session(s, strict_schema=strict_schema) for s in sessions]
+    return [load_session(s) for s in sessions]
 
 
 @dataclass(frozen=True)
@@ -294,6 +292,7 @@ def correlate(data: NeuronData, kineto_events: pl.DataFrame | None = None) -> Ne
         [(n.model_id, str(n.path), n.is_session) for n in data.session.ntffs],
         data.summary,
         data.execution_info,
+        device_profile_warmup(data.session.path),
     )
     return NeuronLinks(
         driver_rt=drv_rt,
@@ -335,15 +334,12 @@ def device_time_rows(kineto_events: pl.DataFrame, links: NeuronLinks) -> pl.Data
     return out.sort("kind", "event_id")
 
 
-def neuron_device_time_by_event(
-    events: pl.DataFrame, root: Path, *, strict_schema: bool = True
-) -> pl.DataFrame:
+def neuron_device_time_by_event(events: pl.DataFrame, root: Path) -> pl.DataFrame:
     """Device time per Kineto event, for ``nprof-report ops`` on a Neuron tree.
 
     Args:
         events: the Kineto EVENTS frame of the trace.json (``parse/schema.py``).
         root: a folder holding the Neuron session(s) of that trace (any level, §2.5).
-        strict_schema: see :func:`load_session`.
 
     Returns:
         DEVICE_TIME: ``event_id``, ``kind`` (``driver``: the privateuse1_driver event;
@@ -353,7 +349,7 @@ def neuron_device_time_by_event(
         Neuron link are absent.
     """
     frames = []
-    for data in load_sessions(root, strict_schema=strict_schema, kineto_events=events):
+    for data in load_sessions(root, kineto_events=events):
         frames.append(device_time_rows(events, correlate(data, events)))
     if not frames:
         return pl.DataFrame(schema=DEVICE_TIME)
@@ -379,12 +375,15 @@ class NeuronFigures:
         device: Summary-based engine / MFU / MBU figures.
         clock: trace.json vs system trace, and sync-point check.
         warnings: every warning from loading, linking and the measurement checks.
+        cross_check: when trace.json's privateuse1_driver rows are device executions, their
+            per-op device time against the system trace's (:mod:`.crosscheck`); else None.
     """
 
     steps: tuple[StepFigures, ...]
     device: DeviceSummaryFigures
     clock: ClockAlignment
     warnings: tuple[str, ...]
+    cross_check: CrossCheck | None = None
 
 
 def neuron_figures(
@@ -405,6 +404,7 @@ def neuron_figures(
     links = links if links is not None else correlate(data, kineto_events)
     warnings = list(data.warnings)
     warnings += step_warnings(data.events, steps, kineto_events)
+    warnings += mixed_flow_warnings(data.events)
     if data.events.height and data.summary.height == 0 and links.executions.height:
         warnings.append(
             f"{data.session.path}: no device profile (Summary) was found; "

@@ -8,13 +8,14 @@ named ``*_dev_ns``; ``Summary`` times are seconds on disk and become ``*_ns`` he
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.parse.neuron.columns import resolve
 from nprof_report.parse.neuron.files import ProfileDir
 from nprof_report.parse.neuron.load import conform, read_json, read_parquet
 
@@ -159,7 +160,12 @@ def _device_frames(
 
 
 def load_device_profile_dir(
-    d: ProfileDir, known_model_ids: Sequence[str] = ()
+    d: ProfileDir,
+    known_model_ids: Sequence[str] = (),
+    *,
+    version: str | None = None,
+    dump: Mapping[str, Mapping[str, str]] | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Load ``Summary``, ``Instruction``, ``ExecutionInfo`` of one device profile (§3.2).
 
@@ -172,13 +178,20 @@ def load_device_profile_dir(
         DEVICE_EXECUTION_INFO.
     """
     model_id = next((m for m in known_model_ids if m in d.path.name), None)
-    return _device_frames(
-        read_parquet(d.files("Summary")),
-        read_parquet(d.files("Instruction")),
-        read_parquet(d.files("ExecutionInfo")),
-        model_id,
-        str(d.path),
-    )
+    tables = []
+    for table in ("Summary", "Instruction", "ExecutionInfo"):
+        files = d.files(table)
+        df, found = resolve(
+            read_parquet(files),
+            table,
+            path=files[0] if files else d.path,
+            version=version,
+            dump=dump,
+        )
+        if notes is not None:
+            notes.extend(found)
+        tables.append(df)
+    return _device_frames(tables[0], tables[1], tables[2], model_id, str(d.path))
 
 
 _LEGACY_ENGINE = {

@@ -8,14 +8,21 @@ captures have no ``<timestamp>/`` level, so discovery is purely by file-name pat
 
 * a folder holding a *raw* marker (``*.pb``, ``*.neff``, ``*.ntff``, ``framework_mapping_*.json``)
   is a session;
-* processed outputs (``SystemProfileEvents*.parquet``, device tables, ``system_profile.json``,
-  ``device_profile_model_*.json``) belong to the nearest enclosing session folder; if there is none
+* processed outputs (``SystemProfileEvents*.parquet``, device tables, a legacy system-profile JSON
+  export under any name -- recognised by its content, since ``--output-file`` names it freely
+  (§9.3) -- and ``device_profile_model_*.json``) belong to the nearest enclosing session folder;
+  if there is none
   (the user points at a bare ``neuron-explorer`` output), the folder above ``profiles/`` (or the
   file's own folder) becomes the session.
+
+A framework trace in the ``<instance-id>_pid_<pid>/`` folder above a ``<timestamp>/`` session
+(``neuron_framework_trace_rank_<N>.json``, where the troubleshooting page puts it, §9.6) belongs
+to that process's session when the session folder holds none of its own.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,6 +46,10 @@ TABLE_RE = re.compile(r"^(?P<table>[A-Za-z]+)(?:_(?P<part>\d+))?\.parquet$")
 # troubleshooting variant, and plain Kineto export names.
 TRACE_JSON_NAMES = ("trace.json", "pytorch_trace.json")
 TRACE_JSON_RE = re.compile(r"^(neuron_framework_trace_rank_\d+\.json|.*\.pt\.trace\.json)$")
+
+# The head of a legacy system-profile export: a top-level "trace_event(s)" key (§3.3, §7.8).
+LEGACY_KEY_RE = re.compile(rb'"trace_events?"\s*:')
+SNIFF_BYTES = 1 << 16
 
 RAW_PB = ("ntrace.pb", "trace_info.pb", "cpu_util.pb", "host_mem.pb")
 SYSTEM_TABLES = ("SystemProfileEvents",)
@@ -141,8 +152,31 @@ def _is_raw(name: str) -> bool:
     )
 
 
-def _is_processed(name: str) -> bool:
-    if name == "system_profile.json" or DEVICE_JSON_RE.match(name):
+def is_legacy_system_json(path: Path) -> bool:
+    """Whether ``path`` is a legacy system-profile JSON export, by content (any file name)."""
+    if path.name == "system_profile.json":
+        return True
+    if path.suffix != ".json" or DEVICE_JSON_RE.match(path.name) or _is_trace_name(path.name):
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    return LEGACY_KEY_RE.search(head) is not None
+
+
+def _is_trace_name(name: str) -> bool:
+    return (
+        name in TRACE_JSON_NAMES
+        or TRACE_JSON_RE.match(name) is not None
+        or (FRAMEWORK_MAPPING_RE.match(name) is not None)
+    )
+
+
+def _is_processed(path: Path) -> bool:
+    name = path.name
+    if DEVICE_JSON_RE.match(name) or is_legacy_system_json(path):
         return True
     m = TABLE_RE.match(name)
     return m is not None and m.group("table") in (
@@ -205,6 +239,49 @@ def _pick_trace_json(files: list[Path]) -> Path | None:
     return cands[0] if cands else None
 
 
+def _pid_folder_trace(session_dir: Path) -> Path | None:
+    """A framework trace in the ``<instance-id>_pid_<pid>/`` folder above the session (§9.6)."""
+    parent = session_dir.parent
+    if PROCESS_DIR_RE.match(parent.name) is None or parent == session_dir:
+        return None
+    try:
+        files = [f for f in parent.iterdir() if f.is_file()]
+    except OSError:
+        return None
+    return _pick_trace_json(files)
+
+
+# What capture records beside a bundle's sessions (capture/backends.py), then the run manifest.
+CAPTURE_RECORD_NAMES = ("neuron-capture.json", "manifest.json")
+CAPTURE_SEARCH_LEVELS = 4  # a run's manifest sits above <bundle>/<instance>_pid_<pid>/<timestamp>/
+NUM_WARMUP_VAR = "NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP"
+
+
+def capture_environment(session_dir: Path) -> dict[str, str]:
+    """The environment recorded at capture for the session (``environment`` of the nearest
+    ``neuron-capture.json`` or run ``manifest.json`` above it); empty when none is found."""
+    for d in (session_dir, *session_dir.parents[:CAPTURE_SEARCH_LEVELS]):
+        for name in CAPTURE_RECORD_NAMES:
+            path = d / name
+            if not path.is_file():
+                continue
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            env = doc.get("environment") if isinstance(doc, dict) else None
+            if isinstance(env, dict):
+                return {str(k): str(v) for k, v in env.items()}
+    return {}
+
+
+def device_profile_warmup(session_dir: Path) -> int:
+    """``NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP`` as captured (0 when unset or not a count):
+    in model mode the runtime profiles the (N+1)-th execution of each model (§9.5)."""
+    value = capture_environment(session_dir).get(NUM_WARMUP_VAR, "0").strip()
+    return int(value) if value.isdigit() else 0
+
+
 def find_sessions(root: Path) -> list[NeuronSession]:
     """Find every Neuron profile session under ``root`` (run folder down to one session folder).
 
@@ -230,7 +307,7 @@ def find_sessions(root: Path) -> list[NeuronSession]:
     for f in all_files:
         if f.parent in raw_dirs:
             by_session[f.parent].append(f)
-        elif _is_processed(f.name):
+        elif _is_processed(f):
             by_session.setdefault(_owner(f.parent, raw_dirs, root), []).append(f)
 
     sessions = [_build(d, files) for d, files in by_session.items()]
@@ -290,7 +367,7 @@ def _build(session_dir: Path, files: list[Path]) -> NeuronSession:
     for f in sorted(files):
         if f.suffix == ".parquet" and TABLE_RE.match(f.name):
             profile_groups.setdefault(f.parent, []).append(f)
-        elif f.name == "system_profile.json":
+        elif f.suffix == ".json" and is_legacy_system_json(f):
             sys_json.append(f)
         else:
             m = DEVICE_JSON_RE.match(f.name)
@@ -302,7 +379,7 @@ def _build(session_dir: Path, files: list[Path]) -> NeuronSession:
         path=session_dir,
         instance_id=instance,
         process_id=pid,
-        trace_json=_pick_trace_json(direct),
+        trace_json=_pick_trace_json(direct) or _pid_folder_trace(session_dir),
         pb_files=pb_files,
         neffs=tuple(neffs),
         ntffs=tuple(ntffs),

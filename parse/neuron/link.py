@@ -87,6 +87,10 @@ EXEC_FILES = pl.Schema(
         "ntff_path": pl.String(),
         "device_profile": pl.String(),
         "device_ns": pl.Int64(),
+        # the execution its device profile recorded: in a session profile every one matched to
+        # ExecutionInfo; in model mode the (N+1)-th of its model, N =
+        # NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP (formats.md §9.5)
+        "profiled": pl.Boolean(),
         "method": pl.String(),
     }
 )
@@ -228,11 +232,18 @@ def _hw_rows(sys_events: pl.DataFrame) -> pl.DataFrame:
     hw = sys_events.filter(
         (pl.col("source") == "neuron_hw") & (pl.col("name") == "nc_exec_running")
     )
-    # The hardware flow id: first of the row's flow ids; exec_id when the list is empty.
+    # The hardware flow key: the row's whole flow_id list (formats.md §9.7: unique across the
+    # models of a session), sorted and joined; exec_id when the list is empty.
+    has_flows = pl.col("flow_ids").list.len().fill_null(0) > 0
     return hw.with_columns(
-        pl.coalesce(pl.col("flow_ids").list.first(), pl.col("exec_id").cast(pl.String)).alias(
-            "flow_id"
-        )
+        pl.when(has_flows)
+        .then(pl.col("flow_ids").list.sort().list.join(","))
+        .otherwise(pl.col("exec_id").cast(pl.String))
+        .alias("flow_id"),
+        pl.when(has_flows)
+        .then(pl.col("flow_ids"))
+        .otherwise(pl.concat_list(pl.col("exec_id").cast(pl.String)))
+        .alias("_flows"),
     ).with_columns(
         pl.concat_str(
             [
@@ -250,7 +261,7 @@ def merge_executions(sys_events: pl.DataFrame) -> pl.DataFrame:
     """Link (c): merge the per-physical-core ``nc_exec_running`` rows of one execution.
 
     With LNC=2 every execution appears once per physical core (§4.1 step 4, §5.5). Rows are
-    grouped by ``(process_id, model_id, flow_id, exec_id)``; ``dur_ns`` is the length of the union
+    grouped by ``(process_id, model_id, flow_id list, exec_id)``; ``dur_ns`` is the length of the union
     of their intervals, ``start_ns``/``end_ns`` its hull. Method ``model_id+flow_id+exec_id``
     ([3P] Tilebench); ``...+single_row`` when only one core reported.
     """
@@ -335,16 +346,18 @@ def link_runtime_to_hw(sys_events: pl.DataFrame) -> pl.DataFrame:
         "_qual",
         pl.col("flow_ids").alias("flow_id"),
     ).explode("flow_id")
-    cand = rt_x.join(
+    # a runtime row's flow id meets every hardware row whose flow list holds it
+    cand = rt_x.rename({"flow_id": "_flows"}).join(
         hw.select(
             pl.col("event_id").alias("hw_id"),
             "process_id",
+            "_flows",
             "flow_id",
             "exec_key",
             "model_id",
             pl.col("start_ns").alias("hw_start"),
-        ),
-        on=["process_id", "flow_id"],
+        ).explode("_flows"),
+        on=["process_id", "_flows"],
     )
     if cand.height == 0:
         return pl.DataFrame(schema=RT_HW_LINKS)
@@ -374,12 +387,33 @@ def link_runtime_to_hw(sys_events: pl.DataFrame) -> pl.DataFrame:
     return out.unique(["rt_id", "hw_id"], maintain_order=True).sort("rt_id", "hw_id")
 
 
+def mixed_flow_warnings(sys_events: pl.DataFrame) -> list[str]:
+    """Hardware flow-id lists that hold executions of more than one model.
+
+    A third-party parser written against real output treats such a list as an error (§9.7);
+    executions stay apart here (their key includes ``model_id``) and the report says so.
+    """
+    hw = _hw_rows(sys_events)
+    mixed = (
+        hw.group_by("process_id", "flow_id")
+        .agg(pl.col("model_id").drop_nulls().n_unique().alias("_n"))
+        .filter(pl.col("_n") > 1)
+        .sort("process_id", "flow_id")
+    )
+    return [
+        f"process {pid}: nc_exec_running flow ids [{flow}] hold executions of {n} models; "
+        "they are kept apart by model_id"
+        for pid, flow, n in mixed.iter_rows()
+    ]
+
+
 def link_executions_to_files(
     executions: pl.DataFrame,
     neffs: list[tuple[str, str]],
     ntffs: list[tuple[str | None, str, bool]],
     summary: pl.DataFrame,
     execution_info: pl.DataFrame,
+    num_warmup: int = 0,
 ) -> pl.DataFrame:
     """Link (d): execution -> NEFF / NTFF files and device-profile time.
 
@@ -393,7 +427,9 @@ def link_executions_to_files(
     Device time per execution (``device_ns``): in a session profile the n-th execution of a model
     is matched to the n-th ``ExecutionInfo`` row naming its NEFF (method ``execution_info_order``,
     §4.2); otherwise ``Summary.total_time`` of the model's profile, which covers the one profiled
-    execution (model mode, §2.7), is used (``summary_total_time``).
+    execution (model mode, §2.7), is used (``summary_total_time``). That one execution is the
+    model's ``num_warmup + 1``-th in the system trace (``NEURON_RT_INSPECT_DEVICE_PROFILE_NUM_WARMUP``,
+    §9.5); ``profiled`` marks it.
     """
     if executions.height == 0:
         return pl.DataFrame(schema=EXEC_FILES)
@@ -437,6 +473,7 @@ def link_executions_to_files(
         .otherwise(pl.col("ntff_path"))
         .alias("ntff_path"),
         pl.coalesce("_info_profile", "_sum_profile").alias("device_profile"),
+        (has_info | (has_sum & (pl.col("_nth") == num_warmup))).alias("profiled"),
         pl.when(has_info)
         .then(pl.col("_info_ns"))
         .otherwise(pl.col("total_time_ns"))

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -46,9 +46,9 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.parse.neuron.columns import KNOWN_SCHEMA_MAJORS, SCHEMA_COMMAND, TABLES, resolve
 from nprof_report.parse.neuron.files import ProfileDir
 
-KNOWN_SCHEMA_MAJORS = frozenset({7})  # Neuron 2.31 writes 7.4.0 (§3.2)
 DEFAULT_MAX_EVENTS_PER_NC = 1_000_000  # ring-buffer default (§2.3, §2.7)
 DROPPED_RE = re.compile(r"dropp|ring buffer", re.IGNORECASE)
 
@@ -221,15 +221,29 @@ def _normalise_system(df: pl.DataFrame, path: Path) -> pl.DataFrame:
     return conform(df, SYSTEM_EVENTS).sort("start_ns", "event_id", nulls_last=True)
 
 
-def load_system_events_parquet(paths: Sequence[Path]) -> pl.DataFrame:
+def load_system_events_parquet(
+    paths: Sequence[Path],
+    *,
+    version: str | None = None,
+    dump: Mapping[str, Mapping[str, str]] | None = None,
+    notes: list[str] | None = None,
+) -> pl.DataFrame:
     """Load ``SystemProfileEvents.parquet`` (or its ``_0``, ``_1``... parts) into SYSTEM_EVENTS.
 
+    Columns are found by name through :mod:`.columns` (``version`` and the schema ``dump`` only
+    name and resolve them); the columns read under another name are added to ``notes``.
+
     Raises:
-        InputError: a file is unreadable or lacks the documented columns.
+        InputError: a file is unreadable or lacks a required column.
     """
     if not paths:
         return pl.DataFrame(schema=SYSTEM_EVENTS)
-    return _normalise_system(read_parquet(paths), paths[0])
+    df, found = resolve(
+        read_parquet(paths), "SystemProfileEvents", path=paths[0], version=version, dump=dump
+    )
+    if notes is not None:
+        notes.extend(found)
+    return _normalise_system(df, paths[0])
 
 
 def _to_ns(value: Any, scale: int, path: Path) -> int | None:
@@ -368,14 +382,16 @@ def legacy_warnings(path: Path) -> list[str]:
 def read_schema_version(dirs: Sequence[ProfileDir]) -> tuple[str, Path] | None:
     """The first ``profile_schema_version`` found in the ``Metadata`` / ``SystemProfileMetadata`` /
     ``SchemaFields`` tables of ``dirs`` (§3.2), with the file it came from."""
+    names = next(c for c in TABLES["Metadata"] if c.name == "profile_schema_version")
     for d in dirs:
         for table in ("Metadata", "SystemProfileMetadata", "SchemaFields"):
             for f in d.files(table):
                 df = read_parquet([f])
-                if "profile_schema_version" in df.columns:
-                    vals = df.get_column("profile_schema_version").drop_nulls()
-                    if len(vals):
-                        return str(vals[0]), f
+                for col in (names.name, *names.aliases):
+                    if col in df.columns:
+                        vals = df.get_column(col).drop_nulls()
+                        if len(vals):
+                            return str(vals[0]), f
     return None
 
 
@@ -388,7 +404,8 @@ def check_schema_version(version: str, path: Path) -> str | None:
         known = ", ".join(str(m) for m in sorted(KNOWN_SCHEMA_MAJORS))
         return (
             f"{path}: profile_schema_version {version} has unknown major {major} "
-            f"(known: {known}); columns may have changed"
+            f"(known: {known}); its tables are read by the columns they have, and "
+            f"`{SCHEMA_COMMAND}` prints the names that Explorer writes"
         )
     return None
 

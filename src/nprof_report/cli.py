@@ -81,6 +81,11 @@ def cli(ctx: click.Context, debug: bool) -> None:
     multiple=True,
     help="Implementations to run, by name; repeat for several (default: all of the study's).",
 )
+@click.option(
+    "--record-shapes",
+    is_flag=True,
+    help="Record input shapes (off by default, as the TorchNeuron profiling article captures).",
+)
 def capture(
     study: str | None,
     backend: str,
@@ -89,6 +94,7 @@ def capture(
     active: int,
     out: Path,
     impls: tuple[str, ...],
+    record_shapes: bool,
 ) -> None:
     """Profile a study's implementations at each size and write a new run folder.
 
@@ -104,6 +110,7 @@ def capture(
         dtype=dtype,
         active=active,
         implementations=impls,
+        record_shapes=record_shapes,
         command=("nprof-report", *sys.argv[1:]),
     )
     run_dir = run_capture(options)
@@ -180,7 +187,14 @@ def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: boo
     runtime.prestart([path])
     from nprof_report.report.opsview import render_ops
 
-    click.echo(render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache))
+    said: list[str] = []
+    text = render_ops(
+        path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache, statements=said
+    )
+    if fmt != "table":  # how privateuse1_driver rows were read; the table states it below itself
+        for line in said:
+            click.echo(f"nprof-report: note: {line}", err=True)
+    click.echo(text)
     return LEAVE_FAST
 
 
