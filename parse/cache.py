@@ -51,9 +51,9 @@ from typing import Any
 import polars as pl
 
 from nprof_report import __version__
-from nprof_report.bundle import sha256_file
 from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
+from nprof_report.parse.read.source import TraceFile, changed, open_trace, snapshot
 from nprof_report.parse.schema import TraceFrames, TraceMeta
 from nprof_report.procs import pid_alive
 
@@ -68,9 +68,9 @@ ENTRY_FILE = "entry.json"
 # the pid in a temporary folder's name: ``.tmp-<slot>-p<pid>-<random>``, ``.old-<slot>-p<pid>-``
 _OWNER = re.compile(r"-p(\d+)-[a-z0-9_]*$")
 
-# sha256 of trace files by (resolved path, size, mtime_ns): one hash per file and process; the
-# parallel parse hands the parent's digests to its workers through this dict.
-DIGESTS: dict[tuple[str, int, int], str] = {}
+# sha256 of trace files by (resolved path, device, inode, size, mtime_ns): one hash per file and
+# process; the parallel parse hands the parent's digests to its workers through this dict.
+DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def enabled(use_cache: bool = True) -> bool:
@@ -79,12 +79,26 @@ def enabled(use_cache: bool = True) -> bool:
 
 
 def trace_digest(path: Path) -> str:
-    """sha256 of ``path``, memoised per (path, size, mtime_ns)."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in DIGESTS:
-        DIGESTS[key] = sha256_file(path)
+    """sha256 of ``path``, memoised per (path, device, inode, size, mtime_ns).
+
+    Only a regular file is hashed, and only up to the size it had when it was opened (as the
+    readers read it): a FIFO or a device is refused as the parser refuses it.
+    """
+    with open_trace(path) as file:
+        key = (str(path.resolve()), *file.identity)
+        if key not in DIGESTS:
+            DIGESTS[key] = sha256_of(file)
     return DIGESTS[key]
+
+
+def sha256_of(file: TraceFile) -> str:
+    """Hex sha256 of an open trace file's bytes, up to the size it had when it was opened."""
+    digest = hashlib.sha256()
+    left = file.size
+    while left > 0 and (block := file.raw.read(min(1 << 20, left))):
+        digest.update(block)
+        left -= len(block)
+    return digest.hexdigest()
 
 
 @cache
@@ -144,40 +158,41 @@ def _serves(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
 
 
 def cached_frames(source: Source, *, work_only: bool) -> TraceFrames:
-    """``load_frames(source.trace, work_only=...)``, read from the cache when it holds them."""
+    """``load_frames(source.trace, work_only=...)``, read from the cache when it holds them.
+
+    The entry written is keyed by the sha256 of exactly the bytes parsed: the trace must be the
+    same file (inode, size, mtime) before the parse and the hash and after both, or the command
+    ends with an error saying it changed.
+    """
     if source.trace is None:
         raise ValueError("a source without trace.json has no frames")
     trace = source.trace
     where = location(source)
-    if where is not None and not (where[0] / ENTRY_FILE).exists():
-        return _parse_and_store(trace, work_only, *where)
-    try:
-        key = _key(trace, work_only) if where is not None else None
-    except OSError:  # unreadable or not a file: the parser names the problem
-        key = None
-    if where is None or key is None:
+    if where is None:
         return load_frames(trace, work_only=work_only)
+    with open_trace(trace) as file:  # a missing, unreadable or special file is worded here
+        before = file.identity
     slot, evictable = where
-    frames = _read(slot, key, trace)
-    if frames is None:
-        frames = load_frames(trace, work_only=work_only)
-        _write(slot, key, frames, evictable)
-    return frames
-
-
-def _parse_and_store(trace: Path, work_only: bool, slot: Path, evictable: bool) -> TraceFrames:
-    """Parse a trace whose slot holds no entry, hashing it meanwhile for the entry written after.
-
-    Nothing can be served, so the key is needed only to write: hashing first kept the decode
-    workers waiting (sha256 of a 530 MB trace: 0.84 s). hashlib and file reads release the GIL.
-    """
-    with ThreadPoolExecutor(1) as pool:
-        digest = pool.submit(_key, trace, work_only)
-        frames = load_frames(trace, work_only=work_only)
-        try:
-            key = digest.result()
-        except OSError:  # the trace went away after it was parsed: nothing to key the entry by
+    key: dict[str, Any] | None
+    if (slot / ENTRY_FILE).exists():
+        key = _key(trace, work_only)
+        frames = _read(slot, key, trace)
+        if frames is not None:
             return frames
+        frames = load_frames(trace, work_only=work_only)
+    else:
+        # nothing to serve: hash while parsing (sha256 of a 530 MB trace: 0.84 s, which kept the
+        # decode workers waiting when it came first); hashlib and file reads release the GIL
+        with ThreadPoolExecutor(1) as pool:
+            hashing = pool.submit(_key, trace, work_only)
+            try:
+                frames = load_frames(trace, work_only=work_only)
+            finally:
+                key = hashing.result() if hashing.exception() is None else None
+        if key is None:  # the trace went away: the parse said so, or nothing keys the entry
+            return frames
+    if snapshot(trace) != before:
+        raise changed(trace)
     _write(slot, key, frames, evictable)
     return frames
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from nprof_report.parse.derive import derive
 from nprof_report.parse.read import read
+from nprof_report.parse.read.source import changed, snapshot
 from nprof_report.parse.schema import TraceFrames
 
 
@@ -15,6 +16,10 @@ def load_frames(path: Path, *, work_only: bool = False) -> TraceFrames:
     ``work_only=True`` reads only the rows the other frames are made of, with several processes
     for a large file, and keeps no ``events`` (None; the other frames are identical): only the
     Neuron link reads every event and the raw args, so callers without a Neuron profile save
-    that memory and time.
+    that memory and time. A trace replaced or written to while it is read is an error.
     """
-    return derive(read(path, keep_events=not work_only))
+    before = snapshot(path)
+    rows = read(path, keep_events=not work_only)
+    if snapshot(path) != before:  # the split workers reopen it by path: one version throughout
+        raise changed(path)
+    return derive(rows)

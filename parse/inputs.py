@@ -8,6 +8,7 @@ pattern, never by fixed paths, because Neuron trees put ``trace.json`` several l
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from nprof_report.bundle import (
     verify_checksums,
 )
 from nprof_report.errors import InputError
+from nprof_report.parse.read.source import not_a_file, unreadable
 
 TRACE_PATTERNS = (
     "*trace.json",
@@ -72,9 +74,15 @@ def _find(folder: Path, patterns: tuple[str, ...]) -> list[Path]:
 def resolve(path: Path) -> Inputs:
     """Resolve one path given on the command line."""
     path = Path(path)
-    if not path.exists():
-        raise InputError(path, "does not exist")
-    if path.is_file():
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(path, "does not exist") from None
+    except OSError as exc:  # a symlink loop, a folder that cannot be entered
+        raise unreadable(path, exc) from exc
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise not_a_file(path, mode)
+    if stat.S_ISREG(mode):
         if path.name == MANIFEST_NAME:
             return resolve(path.parent)
         return Inputs([Source(_label_of(path), path, path.parent)])

@@ -231,7 +231,7 @@ def _executor(workers: int, *, fresh: bool) -> ProcessPoolExecutor:
 
 
 def _parse(
-    source: Source, work_only: bool, digests: dict[tuple[str, int, int], str], cpus: int
+    source: Source, work_only: bool, digests: dict[tuple[str, int, int, int, int], str], cpus: int
 ) -> _Failed | None:
     """Worker: parse into the cache, with the parent's digests (no trace is hashed twice) and its
     share of the CPUs for the split decoder of large traces (:mod:`.split`), unless the user set

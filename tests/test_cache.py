@@ -22,6 +22,7 @@ from nprof_report.cli import cli
 from nprof_report.parse import cache
 from nprof_report.parse.frames import load_frames
 from nprof_report.parse.inputs import Source
+from nprof_report.parse.read.source import TraceFile
 from nprof_report.parse.schema import TraceFrames
 from nprof_report.parse.sources import load_source
 from tests.conftest import PUBLIC_TRACES
@@ -257,11 +258,12 @@ def test_staging_folder_of_a_killed_write_is_never_read(
 def test_trace_is_hashed_once_per_process(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hashed = []
 
-    def counting(path: Path) -> str:
-        hashed.append(path)
-        return sha256_file(path)
+    def counting(file: TraceFile) -> str:
+        hashed.append(file.path)
+        return real(file)
 
-    monkeypatch.setattr("nprof_report.parse.cache.sha256_file", counting)
+    real = cache.sha256_of
+    monkeypatch.setattr("nprof_report.parse.cache.sha256_of", counting)
     trace = _copy("cpu", cache_dir.parent / "h")
     for _ in range(3):
         cache.cached_frames(_loose(trace), work_only=True)
@@ -275,15 +277,16 @@ def test_a_trace_without_entry_is_hashed_while_it_is_parsed(
     parsing = threading.Event()
     overlapped: list[bool] = []
 
-    def hashing(path: Path) -> str:
+    def hashing(file: TraceFile) -> str:
         overlapped.append(parsing.wait(timeout=20))  # never set if the hash came first
-        return sha256_file(path)
+        return real(file)
 
     def parse(path: Path, *, work_only: bool = False) -> TraceFrames:
         parsing.set()
         return load_frames(path, work_only=work_only)
 
-    monkeypatch.setattr("nprof_report.parse.cache.sha256_file", hashing)
+    real = cache.sha256_of
+    monkeypatch.setattr("nprof_report.parse.cache.sha256_of", hashing)
     monkeypatch.setattr("nprof_report.parse.cache.load_frames", parse)
     trace = _copy("cuda2023", tmp_path / "t")
     got = cache.cached_frames(_loose(trace), work_only=True)

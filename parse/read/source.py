@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import zlib
 from pathlib import Path
 from types import TracebackType
@@ -34,8 +35,25 @@ def gzip_damaged(path: Path) -> InputError:
     return InputError(path, "gzip data is cut short or corrupt", "copy the file again")
 
 
+Identity = tuple[int, int, int, int]  # (device, inode, size, mtime_ns)
+
+
+def identity(st: os.stat_result) -> Identity:
+    """What tells one version of a file from another: a file replaced (another inode) or
+    written to (another size or mtime) between two readings is not the one first read."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def changed(path: Path) -> InputError:
+    """The error for a trace replaced or written to while it was read."""
+    return InputError(
+        path, "changed while it was read", "run again once whatever writes it has finished"
+    )
+
+
 class TraceFile:
-    """An open trace file: ``size`` on disk and ``gzip`` (by magic number), read from the start.
+    """An open trace file: ``size`` on disk, ``gzip`` (by magic number) and ``identity`` (as
+    opened), read from the start; reads never go past the size the file had when opened.
 
     A context manager; :func:`open_trace` opens one.
     """
@@ -44,7 +62,9 @@ class TraceFile:
         self.path = path
         self.raw = raw
         try:
-            self.size = os.fstat(raw.fileno()).st_size
+            st = os.fstat(raw.fileno())
+            self.size = st.st_size
+            self.identity = identity(st)
             self.gzip = raw.read(2) == GZIP_MAGIC
             raw.seek(0)
         except OSError as exc:
@@ -68,7 +88,7 @@ class TraceFile:
     def read_all(self) -> bytes:
         """The whole file, decompressed when it is gzip."""
         try:
-            data = self.raw.read()
+            data = self.raw.read(self.size)
         except OSError as exc:
             raise unreadable(self.path, exc) from exc
         if not self.gzip:
@@ -94,16 +114,55 @@ class TraceFile:
 
 def open_trace(path: Path) -> TraceFile:
     """Open ``path`` for reading; an :class:`~nprof_report.errors.InputError` naming the file
-    when it is a folder, does not exist or cannot be read."""
+    when it is a folder, does not exist, cannot be read or is not a regular file.
+
+    Only regular files are read: a FIFO would block forever and ``/dev/zero`` never ends. The
+    file is opened without blocking (a FIFO's open waits for a writer otherwise), checked, then
+    read as usual.
+    """
     try:
-        raw = path.open("rb")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except IsADirectoryError as exc:
         raise InputError(path, "is a folder, expected a trace file") from exc
     except FileNotFoundError as exc:
         raise InputError(path, "does not exist") from exc
     except OSError as exc:
         raise unreadable(path, exc) from exc
-    return TraceFile(path, raw)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(path, "is a folder, expected a trace file")
+        if not stat.S_ISREG(mode):
+            raise not_a_file(path, mode)
+        os.set_blocking(fd, True)
+    except OSError as exc:
+        os.close(fd)
+        raise unreadable(path, exc) from exc
+    except InputError:
+        os.close(fd)
+        raise
+    return TraceFile(path, os.fdopen(fd, "rb"))
+
+
+def not_a_file(path: Path, mode: int) -> InputError:
+    """The error for a FIFO, device or socket given as a trace."""
+    if stat.S_ISFIFO(mode):
+        kind = "a FIFO"
+    elif stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        kind = "a device"
+    elif stat.S_ISSOCK(mode):
+        kind = "a socket"
+    else:
+        kind = "a special file"
+    return InputError(path, f"is not a regular file ({kind}); only files are read")
+
+
+def snapshot(path: Path) -> Identity:
+    """The identity of the file at ``path`` now, or a worded error."""
+    try:
+        return identity(os.stat(path))
+    except OSError as exc:
+        raise unreadable(path, exc) from exc
 
 
 class TraceStream:
@@ -128,6 +187,8 @@ class TraceStream:
         if raw is None:
             file = open_trace(path)
             raw, gz = file.raw, file.gzip
+            if not gz and span is None:
+                self.left = file.size  # never past the size the file had when it was opened
         self._raw = raw
         self._fh: IO[bytes] | gzip.GzipFile = raw
         if gz:

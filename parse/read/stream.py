@@ -54,11 +54,13 @@ _TAIL_WINDOW = 1 << 16
 _RECOVER_LIMIT = 64 << 20  # a damaged element bigger than this ends the recovery
 
 
+_NOT_WS = re.compile(rb"[^ \t\r\n]")
+
+
 def _skip_ws(buf: bytes, pos: int) -> int:
-    n = len(buf)
-    while pos < n and buf[pos] in _WS:
-        pos += 1
-    return pos
+    """The first position from ``pos`` that is not JSON whitespace (``len(buf)``: none)."""
+    m = _NOT_WS.search(buf, pos)
+    return len(buf) if m is None else m.start()
 
 
 class _Scan:
@@ -132,13 +134,16 @@ class Reader:
     # -- top level ---------------------------------------------------------------------------
     def find_array(self) -> tuple[bytes | None, bool]:
         """Consume up to just after the events' ``[``; return (text before it, array format)."""
+        lead = 0  # whitespace is dropped as it is read: linear time, however much of it
         while True:
             pos = _skip_ws(self.buf, 0)
             if pos < len(self.buf):
                 break
+            lead += len(self.buf)
+            self.drop(len(self.buf))
             if not self.more():
                 raise Fallback  # empty file: read_trace words it
-        self.lead_ws = pos > 0
+        self.lead_ws = lead + pos > 0
         first = self.buf[pos : pos + 1]
         if first == b"[":
             self.drop(pos + 1)
@@ -165,8 +170,9 @@ class Reader:
                 if depth == 0:
                     raise Fallback  # the object closed without a traceEvents array
             elif tok == b":" and depth == 1 and last_str == b'"traceEvents"':
+                vpos = scan
                 while True:
-                    vpos = _skip_ws(self.buf, scan)
+                    vpos = _skip_ws(self.buf, vpos)
                     if vpos < len(self.buf):
                         break
                     if not self.more():
