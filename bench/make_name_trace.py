@@ -23,7 +23,8 @@ import orjson
 _PID, _TID, _STREAM = 100, 100, 7
 
 
-def _name(prefix: str, n: int, length: int) -> str:
+def name_of(prefix: str, n: int, length: int) -> str:
+    """The ``n``-th name: ``prefix_n``, padded to ``length`` characters with no space."""
     head = f"{prefix}_{n}"
     if length <= len(head):
         return head
@@ -43,7 +44,7 @@ def events(names: int, length: int, steps: int) -> list[dict[str, Any]]:
         for n in chunk:
             op_id, rt_id = ident, ident + 1
             ident += 2
-            out.append(_x("cpu_op", _name("aten::op", n, length), ts + 1, 6, op_id))
+            out.append(_x("cpu_op", name_of("aten::op", n, length), ts + 1, 6, op_id))
             rt = _x("cuda_runtime", "cudaLaunchKernel", ts + 2, 3, op_id, correlation=rt_id)
             out.append(rt)
             out.append(
@@ -57,7 +58,7 @@ def events(names: int, length: int, steps: int) -> list[dict[str, Any]]:
                     "name": "ac2g",
                 }
             )
-            kernel = _x("kernel", _name("void kernel", n, length), ts + 6, 4, op_id, rt_id)
+            kernel = _x("kernel", name_of("void kernel", n, length), ts + 6, 4, op_id, rt_id)
             kernel.update(pid=0, tid=_STREAM)
             out.append(kernel)
             out.append(

@@ -10,11 +10,11 @@ import base64
 import heapq
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from nprof_report.report import charts
-from nprof_report.report.safetext import show_bidi
+from nprof_report.report.safetext import csv_row, show_bidi
 from nprof_report.textout import format_time_us
 
 MAX_ROWS = 25
@@ -107,14 +107,15 @@ class Cell:
 
 @dataclass(frozen=True)
 class CsvRows:
-    """Every row of a table as its CSV holds them, made while the CSV is written: a table of
-    100,000 op names is not copied into lists first."""
+    """Every row of a table as its CSV holds them, made while the CSV is written (a table of
+    100,000 op names is not copied into lists first), text that a spreadsheet would read as a
+    formula quoted as text (:func:`~nprof_report.report.safetext.csv_row`)."""
 
     records: Sequence[dict[str, Any]]
     keys: tuple[str, ...]
 
     def __iter__(self) -> Iterator[list[Any]]:
-        return ([r.get(k) for k in self.keys] for r in self.records)
+        return (csv_row(r.get(k) for k in self.keys) for r in self.records)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -246,11 +247,10 @@ def _table(
         )
         note = f"{note} {kept}" if note else kept
     visible = [c for c in cols if c.shown]
-    total = sum(c.width for c in visible)
     return Table(
         title=title,
         headers=[c.header for c in visible],
-        widths=[round(100 * c.width / total, 2) for c in visible],
+        widths=_widths(visible),
         kinds=["t" if c.text else "n" for c in visible],
         rows=[[_cell(c.fmt(r.get(c.key)), c.text) for c in visible] for r in shown_records],
         csv=csv,
@@ -259,6 +259,33 @@ def _table(
         note=note,
         left_out=left_out,
     )
+
+
+# A4 less the margins, in pt, and the mean advance of a character of DejaVu Sans at the tables'
+# 7.5 pt (digits 0.64 em, lower case letters about 0.55 em; the headers' bold about 0.67 em)
+TABLE_PT = 515.0
+CHAR_PT = 4.4
+HEADER_CHAR_PT = 5.0
+PADDING_PT = 9.0
+NUMBER_CHARS = 9  # "123.456us"
+NAME_CHARS = 18  # a column of names gets at least this, then its share of what is left
+
+
+def _widths(cols: list[Col]) -> list[float]:
+    """Each column's share of the table width (percent): first what its longest header word needs
+    (and a number, for a column of numbers), so that no word has to break; what is left in
+    proportion to the columns' ``width``. Where the needs add up to more than the table, they
+    shrink in proportion."""
+    need = []
+    for c in cols:
+        header = max(len(w) for w in c.header.split()) * HEADER_CHAR_PT
+        cells = (NAME_CHARS if c.text else NUMBER_CHARS) * CHAR_PT
+        need.append(100 * (max(header, cells) + PADDING_PT) / TABLE_PT)
+    spare = max(100 - sum(need), 0.0)
+    total = sum(c.width for c in cols)
+    widths = [n + spare * c.width / total for n, c in zip(need, cols)]
+    scale = 100 / sum(widths)
+    return [round(w * scale, 2) for w in widths]
 
 
 # after these, a name may break across lines; a long name has few spaces
@@ -536,23 +563,11 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
     figures = _table(
-        "Headline figures",
+        "More headline figures",
         f"{slug}-headline.csv",
-        [
-            Col("Figure", "figure", _text, 3.0, text=True),
-            Col("Value", "shown", _text),
-            Col("summary.json key", "key", _text, shown=False),
-            Col("summary.json value", "value", _text, shown=False),
-        ],
-        [
-            {
-                "figure": c.header,
-                "shown": c.fmt(impl["headline"].get(c.key)),
-                "key": c.key,
-                "value": impl["headline"].get(c.key),
-            }
-            for c in HEADLINE_COLUMNS[1:]
-        ],
+        [replace(c, shown=not c.shown) for c in HEADLINE_COLUMNS[1:]],
+        [impl["headline"]],
+        note="The others are in the headline table on page 1; all of them in this CSV.",
     )
     top_ops = _table(
         "Framework ops dispatched per step",
