@@ -152,7 +152,9 @@ def _suite_inputs(work: Path, run: Path | None) -> dict[str, list[Path]]:
     ranks = work / "ranks"
     ranks.mkdir()
     for k in range(4):
-        shutil.copy(_PUBLIC / "kineto-cuda-simple-add-benchmark.json", ranks / f"rank{k}.json")
+        shutil.copy(
+            _PUBLIC / "kineto-cuda-simple-add-benchmark.json", ranks / f"rank{k}.pt.trace.json"
+        )
     inputs["folder of 4 rank traces (the CUDA add benchmark)"] = [ranks]
     inputs["60 ops and kernels, 2,000-char names (constructed)"] = [
         make_name_trace.write(work / "long-names.json", names=60, length=2000)

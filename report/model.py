@@ -126,10 +126,10 @@ class Table:
     """A table as shown (``headers``, ``rows``) and as its CSV file ``csv`` holds it (``columns``,
     ``raw_rows``: every column and every row).
 
-    The report shows at most :data:`MAX_ROWS` rows, ``left_out`` counts the others, and ``note``
-    says so. ``widths`` are the shown columns' shares of the table width in percent, ``kinds``
-    their alignment (``t`` text, ``n`` number): the tables use CSS's fixed layout, whose cost
-    does not depend on what the cells hold.
+    The report shows at most :data:`MAX_ROWS` rows, and ``note`` says how many it left out.
+    ``widths`` are the shown columns' shares of the table width in percent, ``kinds`` their
+    alignment (``t`` text, ``n`` number): the tables use CSS's fixed layout, whose cost does not
+    depend on what the cells hold.
     """
 
     title: str
@@ -141,7 +141,6 @@ class Table:
     columns: list[str]
     raw_rows: CsvRows
     note: str | None = None
-    left_out: int = 0
 
 
 @dataclass(frozen=True)
@@ -257,7 +256,6 @@ def _table(
         columns=[c.header for c in cols],
         raw_rows=CsvRows(records, tuple(c.key for c in cols)),
         note=note,
-        left_out=left_out,
     )
 
 
