@@ -164,12 +164,14 @@ class Chart:
 
 @dataclass(frozen=True)
 class ImplementationSection:
-    """Per-implementation detail."""
+    """Per-implementation detail; one that is not ``shown`` (past :data:`MAX_IMPLEMENTATIONS`)
+    still has its tables written as CSV."""
 
     label: str
     anchor: str
     description: str
     tables: list[Table]
+    shown: bool = True
 
 
 @dataclass(frozen=True)
@@ -236,14 +238,11 @@ def _table(
         if rank is not None:
             keep = heapq.nlargest(MAX_ROWS, range(len(records)), key=lambda k: rank[1](records[k]))
             shown_records = [records[k] for k in sorted(keep)]
-            which = f"the {MAX_ROWS} with the most {rank[0]}"
+            which = f"{MAX_ROWS} of {len(records):,} rows, those with the most {rank[0]}"
         else:
             shown_records = records[:MAX_ROWS]
-            which = f"the first {MAX_ROWS}"
-        kept = (
-            f"Showing {which} of {len(records):,} rows; the other {left_out:,} are in "
-            f"{csv} and summary.json."
-        )
+            which = f"the first {MAX_ROWS} of {len(records):,} rows"
+        kept = f"Showing {which}; the other {left_out:,} are in {csv} and summary.json."
         note = f"{note} {kept}" if note else kept
     visible = [c for c in cols if c.shown]
     return Table(
@@ -392,7 +391,7 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         findings=findings[:MAX_FINDINGS],
         left_out=left_out,
         charts=_charts(shown),
-        sections=[_section(i) for i in shown],
+        sections=[_section(i, shown=k < len(shown)) for k, i in enumerate(impls)],
         caveats=summary["caveats"],
         provenance=_provenance(run),
         environment=sorted((run.get("environment") or {}).items()),
@@ -557,7 +556,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
     return out
 
 
-def _section(impl: dict[str, Any]) -> ImplementationSection:
+def _section(impl: dict[str, Any], shown: bool) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
     figures = _table(
@@ -671,7 +670,7 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
     description = (impl.get("description") or impl["trace"]) + (
         f". Device time from: {impl['device_time_source']}."
     )
-    return ImplementationSection(label, f"impl-{slug}", description, tables)
+    return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
 
 
 def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:

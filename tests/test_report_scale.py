@@ -194,3 +194,23 @@ def test_the_check_sees_a_word_broken_by_the_old_layout() -> None:
 @pytest.mark.pdf
 def test_page_one_of_the_cpu_report_breaks_no_word(cpu_report: Path) -> None:
     assert page_one_breaks((cpu_report / "report.html").read_text()) == []
+
+
+@pytest.mark.pdf
+@pytest.mark.slow
+def test_many_ranks_show_eight_sections_and_write_every_csv(tmp_path: Path) -> None:
+    from nprof_report.report.build import build_report
+    from nprof_report.report.model import MAX_IMPLEMENTATIONS
+
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for k in range(MAX_IMPLEMENTATIONS + 2):
+        make_name_trace.write(ranks / f"rank{k}.pt.trace.json", names=5 + k, length=0)
+    written = build_report([ranks], out=tmp_path / "report")
+    doc = tinyhtml5.parse((tmp_path / "report" / "report.html").read_text())
+    sections = [s for s in doc.iter(f"{NS}section") if (s.get("id") or "").startswith("impl-")]
+    assert len(sections) == MAX_IMPLEMENTATIONS
+    text = " ".join("".join(next(doc.iter(f"{NS}body")).itertext()).split())
+    assert f"the first {MAX_IMPLEMENTATIONS} of {MAX_IMPLEMENTATIONS + 2:,} implementations" in text
+    last = f"rank{MAX_IMPLEMENTATIONS + 1}"
+    assert any(p.name.startswith(last) and p.name.endswith("-top-ops.csv") for p in written)
