@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -55,13 +56,27 @@ def _svg(fig: Any) -> str:
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
+MAX_DOTS = 400
+"""Samples drawn as dots per box; more are thinned to this many (the box uses them all)."""
+
+
+def spread(samples: list[float], limit: int = MAX_DOTS) -> list[float]:
+    """At most ``limit`` of ``samples``, evenly spaced in sorted order (the smallest and the
+    largest among them): 100,000 dots drew as many SVG elements for the PDF to draw."""
+    if len(samples) <= limit:
+        return samples
+    ordered = sorted(samples)
+    last = len(ordered) - 1
+    return [ordered[round(k * last / (limit - 1))] for k in range(limit)]
+
+
 def step_times(
     labels: list[str], samples_us: list[list[float]], xlabel: str = "profiled step time (µs)"
 ) -> str:
     """Box plot per implementation, with every sample drawn as a point."""
     with plt.rc_context(_RC):  # type: ignore[arg-type]
         fig, ax = plt.subplots(figsize=(6.2, 0.55 + 0.55 * max(len(labels), 1)))
-        data = [s if s else [0.0] for s in samples_us]
+        data = [np.asarray(s if s else [0.0], dtype=float) for s in samples_us]
         ax.boxplot(
             data,
             orientation="horizontal",
@@ -71,7 +86,8 @@ def step_times(
             medianprops={"color": "black", "linewidth": 1.6},
         )
         for i, s in enumerate(samples_us, start=1):
-            ax.scatter(s, [i] * len(s), s=9, color=SHADES[1], zorder=3, marker="o")
+            dots = spread(s)
+            ax.scatter(dots, [i] * len(dots), s=9, color=SHADES[1], zorder=3, marker="o")
         ax.set_xlabel(xlabel)
         ax.invert_yaxis()
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
@@ -138,10 +154,12 @@ LANE_ORDER = ["framework L0", "framework L1", "framework L2", "runtime", "device
 def timelines(
     labels: list[str], bars: list[list[dict[str, Any]]], durations_us: list[float]
 ) -> str:
-    """One timeline per implementation (its median step): lanes for ops, runtime and device."""
+    """One timeline per implementation (its median step): lanes for ops, runtime and device.
+
+    Up to six fit on a page at 1.3 in each; more share about 8 in (a page's height)."""
     n = max(len(labels), 1)
     with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, axes = plt.subplots(n, 1, figsize=(6.4, 1.3 * n + 0.4), squeeze=False)
+        fig, axes = plt.subplots(n, 1, figsize=(6.4, min(1.3, 8 / n) * n + 0.4), squeeze=False)
         for ax, label, impl_bars, dur in zip(axes[:, 0], labels, bars, durations_us):
             lanes = [lane for lane in LANE_ORDER if any(b["lane"] == lane for b in impl_bars)]
             for y, lane in enumerate(lanes):

@@ -7,15 +7,32 @@ Templates only place what this module prepared; every number shown comes from th
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+import heapq
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from nprof_report.report import charts
+from nprof_report.report.safetext import csv_row, show_bidi
 from nprof_report.report.sweep import detail_implementations
 from nprof_report.textout import format_time_us
 
 if TYPE_CHECKING:
     from nprof_report.report.sweepview import SweepView
+
+MAX_ROWS = 25
+"""Rows a table shows; all of them are in its CSV file and in summary.json."""
+MAX_IMPLEMENTATIONS = 8
+"""Implementations (traces, ranks) with a section and a place in the charts."""
+MAX_FINDINGS = 25
+"""Findings listed; all of them are in summary.json."""
+CELL_CHARS = 120
+"""Characters a text cell shows; a longer name is shortened in the middle (the whole of it in
+the cell's tooltip, the CSV and summary.json)."""
+
+BREAK_CHARS = 40
+"""A text cell longer than this may break after ``::``, ``,``, ``(``, ``<``, ``_`` and ``/``."""
 
 GLOSSARY = [
     (
@@ -79,14 +96,54 @@ GLOSSARY = [
 
 
 @dataclass(frozen=True)
+class Cell:
+    """A formatted table cell: the pieces between which a line may break (``<wbr>``), and the
+    whole text where the cell shows it shortened (``title``)."""
+
+    parts: tuple[str, ...]
+    full: str | None = None
+
+    @property
+    def text(self) -> str:
+        """What the cell shows."""
+        return "".join(self.parts)
+
+
+@dataclass(frozen=True)
+class CsvRows:
+    """Every row of a table as its CSV holds them, made while the CSV is written (a table of
+    100,000 op names is not copied into lists first), text that a spreadsheet would read as a
+    formula quoted as text (:func:`~nprof_report.report.safetext.csv_row`)."""
+
+    records: Sequence[dict[str, Any]]
+    keys: tuple[str, ...]
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        return (csv_row(r.get(k) for k in self.keys) for r in self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+@dataclass(frozen=True)
 class Table:
-    """A table with pre-formatted cells; ``csv`` names its CSV file next to the report."""
+    """A table as shown (``headers``, ``rows``) and as its CSV file ``csv`` holds it (``columns``,
+    ``raw_rows``: every column and every row).
+
+    The report shows at most :data:`MAX_ROWS` rows, and ``note`` says how many it left out.
+    ``widths`` are the shown columns' shares of the table width in percent, ``kinds`` their
+    alignment (``t`` text, ``n`` number): the tables use CSS's fixed layout, whose cost does not
+    depend on what the cells hold.
+    """
 
     title: str
-    columns: list[str]
-    rows: list[list[str]]
+    headers: list[str]
+    widths: list[float]
+    kinds: list[str]
+    rows: list[list[Cell]]
     csv: str
-    raw_rows: list[list[Any]] = field(default_factory=list)
+    columns: list[str]
+    raw_rows: CsvRows
     note: str | None = None
 
 
@@ -111,12 +168,14 @@ class Chart:
 
 @dataclass(frozen=True)
 class ImplementationSection:
-    """Per-implementation detail."""
+    """Per-implementation detail; one that is not ``shown`` (past :data:`MAX_IMPLEMENTATIONS`)
+    still has its tables written as CSV."""
 
     label: str
     anchor: str
     description: str
     tables: list[Table]
+    shown: bool = True
 
 
 @dataclass(frozen=True)
@@ -130,6 +189,7 @@ class ReportModel:
     headline: Table
     comparisons: Table
     findings: list[dict[str, str]]
+    left_out: list[str]  # what the report leaves to summary.json and the CSV files
     charts: list[Chart]
     sections: list[ImplementationSection]
     caveats: list[str]
@@ -151,25 +211,126 @@ def _num(x: float | None, unit: str = "") -> str:
     return f"{x:g}{unit}"
 
 
-def _table(
+@dataclass(frozen=True)
+class Col:
+    """One column of a table: header, the record's key, formatter, relative width, and whether
+    the report shows it (every column goes to the CSV)."""
+
+    header: str
+    key: str
+    fmt: Callable[[Any], str]
+    width: float = 1.0
+    text: bool = False
+    shown: bool = True
+
+
+def make_table(
     title: str,
     csv: str,
-    columns: list[tuple[str, str, Any]],
+    cols: list[Col],
     records: list[dict[str, Any]],
     note: str | None = None,
+    rank: tuple[str, Callable[[dict[str, Any]], Any]] | None = None,
 ) -> Table:
-    """``columns`` are (header, key, formatter)."""
-    rows = [[fmt(r.get(key)) for _, key, fmt in columns] for r in records]
-    raw = [[r.get(key) for _, key, _ in columns] for r in records]
-    return Table(title, [h for h, _, _ in columns], rows, csv, raw, note)
+    """The table of ``records``; only the first :data:`MAX_ROWS` are formatted and shown.
+
+    With ``rank`` (what it ranks by, in words; a key, largest first), a table with more rows
+    shows the :data:`MAX_ROWS` largest by that key, in their original order.
+    """
+    shown_records = records
+    left_out = max(len(records) - MAX_ROWS, 0)
+    if left_out:
+        if rank is not None:
+            keep = heapq.nlargest(MAX_ROWS, range(len(records)), key=lambda k: rank[1](records[k]))
+            shown_records = [records[k] for k in sorted(keep)]
+            which = f"{MAX_ROWS} of {len(records):,} rows, those with the most {rank[0]}"
+        else:
+            shown_records = records[:MAX_ROWS]
+            which = f"the first {MAX_ROWS} of {len(records):,} rows"
+        kept = f"Showing {which}; the other {left_out:,} are in {csv} and summary.json."
+        note = f"{note} {kept}" if note else kept
+    visible = [c for c in cols if c.shown]
+    return Table(
+        title=title,
+        headers=[c.header for c in visible],
+        widths=_widths(visible),
+        kinds=["t" if c.text else "n" for c in visible],
+        rows=[[_cell(c.fmt(r.get(c.key)), c.text) for c in visible] for r in shown_records],
+        csv=csv,
+        columns=[c.header for c in cols],
+        raw_rows=CsvRows(records, tuple(c.key for c in cols)),
+        note=note,
+    )
 
 
-def _text(x: Any) -> str:
+# A4 less the margins, in pt, and the mean advance of a character of DejaVu Sans at the tables'
+# 7.5 pt (digits 0.64 em, lower case letters about 0.55 em; the headers' bold about 0.67 em)
+TABLE_PT = 515.0
+CHAR_PT = 4.4
+HEADER_CHAR_PT = 5.0
+PADDING_PT = 9.0
+NUMBER_CHARS = 9  # "123.456us"
+NAME_CHARS = 18  # a column of names gets at least this, then its share of what is left
+
+
+def _widths(cols: list[Col]) -> list[float]:
+    """Each column's share of the table width (percent): first what its longest header word needs
+    (and a number, for a column of numbers), so that no word has to break; what is left in
+    proportion to the columns' ``width``. Where the needs add up to more than the table, they
+    shrink in proportion."""
+    need = []
+    for c in cols:
+        header = max(len(w) for w in c.header.split()) * HEADER_CHAR_PT
+        cells = (NAME_CHARS if c.text else NUMBER_CHARS) * CHAR_PT
+        need.append(100 * (max(header, cells) + PADDING_PT) / TABLE_PT)
+    spare = max(100 - sum(need), 0.0)
+    total = sum(c.width for c in cols)
+    widths = [n + spare * c.width / total for n, c in zip(need, cols)]
+    scale = 100 / sum(widths)
+    return [round(w * scale, 2) for w in widths]
+
+
+# after these, a name may break across lines; a long name has few spaces
+_BREAK_AFTER = re.compile(r"(?<=::)|(?<=[,(<_/])")
+
+
+def _cell(text: str, is_text: bool) -> Cell:
+    """A cell of ``text``: a number or a short text as it is; a long text shortened in the middle
+    to :data:`CELL_CHARS` characters, in pieces after which a line may break."""
+    if not is_text or len(text) <= BREAK_CHARS:
+        return Cell((text,))
+    full = None
+    if len(text) > CELL_CHARS:
+        full = text
+        head = CELL_CHARS * 2 // 3
+        text = f"{text[:head]} … {text[head - CELL_CHARS + 3 :]}"
+    return Cell(tuple(p for p in _BREAK_AFTER.split(text) if p), full)
+
+
+def as_text(x: Any) -> str:
     return "–" if x is None else str(x)
 
 
 def _yesno(x: bool | None) -> str:
     return "–" if x is None else ("yes" if x else "no")
+
+
+HEADLINE_COLUMNS = [
+    Col("Implementation", "label", as_text, 2.2, text=True),
+    Col("Step median", "step_median_us", _us),
+    Col("Step IQR", "step_iqr_us", _us),
+    Col("Steps", "steps", as_text, shown=False),
+    Col("Framework ops / step", "framework_ops_per_step", _num),
+    Col("Host dispatch / step", "dispatch_per_step_us", _us, shown=False),
+    Col("Dispatch / op", "dispatch_per_op_us", _us, shown=False),
+    Col("Device time / step", "device_per_step_us", _us),
+    Col("Device busy", "device_busy_pct", lambda v: _num(v, "%"), shown=False),
+    Col("Device activities / step", "device_activities_per_step", _num, shown=False),
+    Col("Un-profiled / call", "unprofiled_median_us", _us),
+    Col("Profiler overhead", "profiler_overhead_pct", lambda v: _num(v, "%"), shown=False),
+]
+"""The page-1 table: the columns a verdict needs are shown, the others go to each
+implementation's section and to headline.csv."""
 
 
 def build_model(summary: dict[str, Any]) -> ReportModel:
@@ -187,42 +348,44 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         if run
         else f"How do {', '.join(labels)} compare, and where does their time go?"
     )
-    headline_records = [{"label": i["label"], **i["headline"]} for i in impls]
-    headline = _table(
+    headline = make_table(
         "Headline figures per implementation",
         "headline.csv",
-        [
-            ("Implementation", "label", _text),
-            ("Step median", "step_median_us", _us),
-            ("Step IQR", "step_iqr_us", _us),
-            ("Steps", "steps", _text),
-            ("Framework ops / step", "framework_ops_per_step", _num),
-            ("Host dispatch / step", "dispatch_per_step_us", _us),
-            ("Dispatch / op", "dispatch_per_op_us", _us),
-            ("Device time / step", "device_per_step_us", _us),
-            ("Device busy", "device_busy_pct", lambda v: _num(v, "%")),
-            ("Device activities / step", "device_activities_per_step", _num),
-            ("Un-profiled / call", "unprofiled_median_us", _us),
-            ("Profiler overhead", "profiler_overhead_pct", lambda v: _num(v, "%")),
-        ],
-        headline_records,
-        note="Medians over the active steps; '–' where the trace has no such data.",
+        HEADLINE_COLUMNS,
+        [{"label": i["label"], **i["headline"]} for i in impls],
+        note=(
+            "Medians over the active steps; '–' where the trace has no such data. "
+            "The other figures are in each implementation's section and headline.csv."
+        ),
     )
-    comparisons = _table(
+    comparisons = make_table(
         f"Difference from the baseline ({labels[0] if labels else '–'})",
         "comparisons.csv",
         [
-            ("Implementation", "label", _text),
-            ("Step Δ", "step_delta_us", _us_signed),
-            ("Step ratio", "step_ratio", lambda v: _num(v, "×")),
-            ("Exceeds noise (steps)", "step_exceeds_noise", _yesno),
-            ("Un-profiled Δ", "unprofiled_delta_us", _us_signed),
-            ("Un-profiled ratio", "unprofiled_ratio", lambda v: _num(v, "×")),
-            ("Exceeds noise (un-profiled)", "unprofiled_exceeds_noise", _yesno),
-            ("Framework ops Δ / step", "ops_per_step_delta", _num),
+            Col("Implementation", "label", as_text, 2.0, text=True),
+            Col("Step Δ", "step_delta_us", _us_signed),
+            Col("Step ratio", "step_ratio", lambda v: _num(v, "×")),
+            Col("Exceeds noise (steps)", "step_exceeds_noise", _yesno, 1.1),
+            Col("Un-profiled Δ", "unprofiled_delta_us", _us_signed),
+            Col("Un-profiled ratio", "unprofiled_ratio", lambda v: _num(v, "×")),
+            Col("Exceeds noise (un-profiled)", "unprofiled_exceeds_noise", _yesno, 1.3),
+            Col("Framework ops Δ / step", "ops_per_step_delta", _num, shown=False),
         ],
         summary["comparisons"],
     )
+    shown = impls[:MAX_IMPLEMENTATIONS]
+    findings = summary["findings"]
+    left_out = []
+    if len(impls) > len(shown):
+        left_out.append(
+            f"Sections and charts cover the first {len(shown)} of {len(impls):,} implementations; "
+            "the others are in the headline table, its CSV and summary.json."
+        )
+    if len(findings) > MAX_FINDINGS:
+        left_out.append(
+            f"The first {MAX_FINDINGS} of {len(findings):,} findings are listed; all of them "
+            "are in summary.json."
+        )
     return ReportModel(
         title=f"{workload.get('name', 'RMSNorm')} study: {run_id}"
         if run
@@ -232,20 +395,24 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         verdict=_verdict(summary),
         headline=headline,
         comparisons=comparisons,
-        findings=summary["findings"],
-        charts=_charts(impls),
-        sections=[_section(i) for i in [*impls, *detail_implementations(summary)]],
+        findings=findings[:MAX_FINDINGS],
+        left_out=left_out,
+        charts=_charts(shown),
+        sections=[
+            *(_section(i, shown=k < len(shown)) for k, i in enumerate(impls)),
+            *(_section(i) for i in detail_implementations(summary)[:MAX_IMPLEMENTATIONS]),
+        ],
         caveats=summary["caveats"],
         provenance=_provenance(run),
         environment=sorted((run.get("environment") or {}).items()),
-        files=_table(
+        files=make_table(
             "Files and checksums",
             "files.csv",
             [
-                ("Path", "path", _text),
-                ("Role", "role", _text),
-                ("Bytes", "bytes", _text),
-                ("sha256", "sha256", _text),
+                Col("Path", "path", as_text, 3.0, text=True),
+                Col("Role", "role", as_text, 1.2, text=True),
+                Col("Bytes", "bytes", as_text),
+                Col("sha256", "sha256", as_text, 3.0, text=True),
             ],
             run.get("files") or [],
         )
@@ -308,7 +475,7 @@ def _verdict(summary: dict[str, Any]) -> str:
 
 
 def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
-    labels = [i["label"] for i in impls]
+    labels = [show_bidi(i["label"]) for i in impls]
     out = [
         Chart(
             "Step time per implementation",
@@ -375,7 +542,10 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                 "Timeline of the median step",
                 charts.timelines(
                     labels,
-                    [i["timeline"] for i in impls],
+                    [
+                        [{**b, "label": show_bidi(b["label"] or "")} for b in i["timeline"]]
+                        for i in impls
+                    ],
                     [(i.get("median_step") or {}).get("dur_us") or 1.0 for i in impls],
                 ),
                 "Framework ops by nesting level (L0 = dispatched by Python), runtime calls, and device activity.",
@@ -396,98 +566,113 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
     return out
 
 
-def _section(impl: dict[str, Any]) -> ImplementationSection:
+def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
-    top_ops = _table(
+    figures = make_table(
+        "More headline figures",
+        f"{slug}-headline.csv",
+        [replace(c, shown=not c.shown) for c in HEADLINE_COLUMNS[1:]],
+        [impl["headline"]],
+        note="The others are in the headline table on page 1; all of them in this CSV.",
+    )
+    top_ops = make_table(
         "Framework ops dispatched per step",
         f"{slug}-top-ops.csv",
         [
-            ("Op", "name", _text),
-            ("Calls / step", "calls_per_step", _num),
-            ("Dispatch median", "dispatch_median_us", _us),
-            ("Dispatch p90", "dispatch_p90_us", _us),
-            ("Framework self median", "self_cpu_median_us", _us),
-            ("Runtime calls median", "runtime_median_us", _us),
-            ("Launch → device start", "launch_latency_median_us", _us),
-            ("Device median", "device_median_us", _us),
-            ("Device activities", "device_activities", _text),
+            Col("Op", "name", as_text, 3.0, text=True),
+            Col("Calls / step", "calls_per_step", _num),
+            Col("Dispatch median", "dispatch_median_us", _us),
+            Col("Dispatch p90", "dispatch_p90_us", _us),
+            Col("Framework self median", "self_cpu_median_us", _us),
+            Col("Runtime calls median", "runtime_median_us", _us),
+            Col("Launch → device start", "launch_latency_median_us", _us),
+            Col("Device median", "device_median_us", _us),
+            Col("Device activities", "device_activities", as_text),
         ],
         impl["top_ops"],
+        rank=(
+            "dispatch time per step",
+            lambda r: (r.get("calls_per_step") or 0) * (r.get("dispatch_median_us") or 0),
+        ),
     )
-    steps = _table(
+    steps = make_table(
         "Per step",
         f"{slug}-steps.csv",
         [
-            ("Step", "step", _text),
-            ("Duration", "dur_us", _us),
-            ("Top ops", "top_ops", _text),
-            ("All ops", "all_ops", _text),
-            ("Dispatch", "dispatch_us", _us),
-            ("Op self", "op_self_us", _us),
-            ("Runtime calls", "runtime_calls", _text),
-            ("Runtime", "runtime_us", _us),
-            ("Device acts", "device_activities", _text),
-            ("Device", "device_us", _us),
+            Col("Step", "step", as_text),
+            Col("Duration", "dur_us", _us),
+            Col("Top ops", "top_ops", as_text),
+            Col("All ops", "all_ops", as_text),
+            Col("Dispatch", "dispatch_us", _us),
+            Col("Op self", "op_self_us", _us),
+            Col("Runtime calls", "runtime_calls", as_text),
+            Col("Runtime", "runtime_us", _us),
+            Col("Device acts", "device_activities", as_text),
+            Col("Device", "device_us", _us),
         ],
         impl["steps"],
     )
-    keyavg = _table(
+    keyavg = make_table(
         "key_averages() equivalent",
         f"{slug}-key-averages.csv",
         [
-            ("Name", "name", _text),
-            ("Type", "device_type", _text),
-            ("Calls", "calls", _text),
-            ("Self CPU", "self_cpu_us", _us),
-            ("CPU total", "cpu_total_us", _us),
-            ("Self device", "self_device_us", _us),
-            ("Device total", "device_total_us", _us),
+            Col("Name", "name", as_text, 4.0, text=True),
+            Col("Type", "device_type", as_text, 1.2, text=True),
+            Col("Calls", "calls", as_text),
+            Col("Self CPU", "self_cpu_us", _us),
+            Col("CPU total", "cpu_total_us", _us),
+            Col("Self device", "self_device_us", _us),
+            Col("Device total", "device_total_us", _us),
         ],
         impl["key_averages"],
-        note="Same rules as prof.key_averages(); ProfilerStep#N grouped as ProfilerStep*.",
+        note="Same rules as prof.key_averages(); ProfilerStep#N grouped as ProfilerStep*; sorted by self CPU time.",
     )
-    links = _table(
+    links = make_table(
         "Links between framework ops, runtime calls and device activities",
         f"{slug}-links.csv",
-        [("Link (method)", "link", _text), ("Count", "count", _text)],
+        [Col("Link (method)", "link", as_text, 4.0, text=True), Col("Count", "count", as_text)],
         [{"link": k, "count": v} for k, v in sorted(impl["links"].items())],
     )
-    chains = _table(
+    chains = make_table(
         "Heaviest ops: op → runtime → device",
         f"{slug}-chains.csv",
         [
-            ("Op", "op", _text),
-            ("Calls", "calls", _text),
-            ("Device / call", "device_us_per_call", _us),
-            ("Runtime calls per op call", "runtime", _text),
-            ("Device activities per op call", "device", _text),
+            Col("Op", "op", as_text, 2.5, text=True),
+            Col("Calls", "calls", as_text, 0.8),
+            Col("Device / call", "device_us_per_call", _us),
+            Col("Runtime calls per op call", "runtime", as_text, 3.0, text=True),
+            Col("Device activities per op call", "device", as_text, 3.0, text=True),
         ],
         impl["chains"],
     )
     gaps = impl["gaps"]
-    gap_causes = _table(
+    gap_causes = make_table(
         "Device idle gaps by cause",
         f"{slug}-gap-causes.csv",
-        [("Cause", "cause", _text), ("Gaps", "count", _text), ("Total", "total_us", _us)],
+        [
+            Col("Cause", "cause", as_text, 3.0, text=True),
+            Col("Gaps", "count", as_text),
+            Col("Total", "total_us", _us),
+        ],
         gaps["by_cause"],
         note=f"{gaps['count']} gaps, {_us(gaps['total_us'])} in all.",
     )
-    largest = _table(
+    largest = make_table(
         "Largest device idle gaps",
         f"{slug}-gaps.csv",
         [
-            ("Step", "step", _text),
-            ("Offset in step", "offset_us", _us),
-            ("Duration", "dur_us", _us),
-            ("Cause", "cause", _text),
+            Col("Step", "step", as_text),
+            Col("Offset in step", "offset_us", _us),
+            Col("Duration", "dur_us", _us),
+            Col("Cause", "cause", as_text, 3.0, text=True),
         ],
         gaps["largest"],
     )
     has_chain = any(c["device_us_per_call"] or c["runtime"] != "–" for c in impl["chains"])
-    tables = (
-        [top_ops, chains, steps, keyavg, links] if has_chain else [top_ops, steps, keyavg, links]
-    )
+    tables = [figures, top_ops, chains, steps, keyavg, links]
+    if not has_chain:
+        tables.remove(chains)
     if gaps["count"]:
         tables += [gap_causes, largest]
     for n, neuron in enumerate(impl.get("neuron") or []):
@@ -495,27 +680,27 @@ def _section(impl: dict[str, Any]) -> ImplementationSection:
     description = (impl.get("description") or impl["trace"]) + (
         f". Device time from: {impl['device_time_source']}."
     )
-    return ImplementationSection(label, f"impl-{slug}", description, tables)
+    return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
 
 
 def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:
     engines = ", ".join(f"{k} {v}%" for k, v in neuron["engine_active_pct"].items())
     clock = neuron["clock"]
-    return _table(
+    return make_table(
         "Neuron system trace per step",
         csv,
         [
-            ("Submissions", "submissions", _text),
-            ("HW executions", "executions", _text),
-            ("Model switches", "model_switches", _text),
-            ("Loads", "loads", _text),
-            ("Copies in", "copyin_count", _text),
-            ("Copy-in time", "copyin_us", _us),
-            ("Copies out", "copyout_count", _text),
-            ("Host blocked", "host_blocked_us", _us),
-            ("Submit→start median", "submit_to_start_median_us", _us),
-            ("Device busy", "device_busy_us", _us),
-            ("Device idle", "device_idle_us", _us),
+            Col("Submissions", "submissions", as_text),
+            Col("HW executions", "executions", as_text),
+            Col("Model switches", "model_switches", as_text),
+            Col("Loads", "loads", as_text),
+            Col("Copies in", "copyin_count", as_text),
+            Col("Copy-in time", "copyin_us", _us),
+            Col("Copies out", "copyout_count", as_text),
+            Col("Host blocked", "host_blocked_us", _us),
+            Col("Submit→start median", "submit_to_start_median_us", _us),
+            Col("Device busy", "device_busy_us", _us),
+            Col("Device idle", "device_idle_us", _us),
         ],
         neuron["steps"],
         note=(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import orjson
@@ -10,6 +11,7 @@ import polars as pl
 
 from nprof_report.errors import InputError
 from nprof_report.parse import key_averages, load_sources, resolve
+from nprof_report.report.safetext import FORMULA_START
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -93,5 +95,19 @@ def render_ops(
     if fmt == "json":
         return orjson.dumps(combined.to_dicts(), option=orjson.OPT_INDENT_2).decode()
     buf = io.StringIO()
-    combined.write_csv(buf)
+    csv_safe(combined).write_csv(buf, quote_style="non_numeric")
     return buf.getvalue().rstrip("\n")
+
+
+def csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each text cell a spreadsheet would read as a formula quoted as text
+    (:mod:`~nprof_report.report.safetext`)."""
+    starts = "^[" + re.escape("".join(FORMULA_START)) + "]"
+    text = [name for name, dtype in frame.schema.items() if dtype in (pl.String, pl.Categorical)]
+    return frame.with_columns(
+        pl.when(pl.col(name).cast(pl.String).str.contains(starts))
+        .then(pl.lit("'") + pl.col(name).cast(pl.String))
+        .otherwise(pl.col(name).cast(pl.String))
+        .alias(name)
+        for name in text
+    )

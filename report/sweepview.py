@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nprof_report.report import sweepchart
-from nprof_report.report.model import Chart, ReportModel, Table
+from nprof_report.report.model import Chart, Col, ReportModel, Table, as_text, make_table
 from nprof_report.report.sweep import crossover_title
 from nprof_report.textout import format_time_us
 
@@ -57,32 +57,36 @@ def _sci(x: float | None) -> str:
 
 
 def _check_table(checks: list[dict[str, Any]]) -> Table:
-    columns = ["Implementation", "Size", "Check", "Max abs error", "Max rel error", "Tolerance"]
-    keys = ["label", "size_label", "status", "max_abs_error", "max_rel_error"]
-    rows, raw = [], []
+    records = []
     for c in checks:
-        tol = "–" if c["atol"] is None else f"atol {c['atol']:g}, rtol {c['rtol']:g}"
-        status = c["status"].upper() if c["status"] == "fail" else c["status"]
-        if c["note"]:
-            status += f" ({c['note']})"
-        rows.append(
-            [
-                c["label"],
-                c["size_label"] or "–",
-                status,
-                _sci(c["max_abs_error"]),
-                _sci(c["max_rel_error"]),
-                tol,
-            ]
+        shown = c["status"].upper() if c["status"] == "fail" else c["status"]
+        records.append(
+            {
+                **c,
+                "check": f"{shown} ({c['note']})" if c["note"] else shown,
+                "tolerance": "–"
+                if c["atol"] is None
+                else f"atol {c['atol']:g}, rtol {c['rtol']:g}",
+            }
         )
-        raw.append([*(c[k] for k in keys), c["atol"], c["rtol"], c["mismatched"], c["note"]])
     reference = checks[0]["reference"] if checks else "–"
-    return Table(
+    return make_table(
         "Numerical check against the reference",
-        columns,
-        rows,
         "numerical-check.csv",
-        raw,
+        [
+            Col("Implementation", "label", as_text, 1.5, text=True),
+            Col("Size", "size_label", as_text, text=True),
+            Col("Check", "check", as_text, 1.5, text=True),
+            Col("Status", "status", as_text, shown=False),
+            Col("Max abs error", "max_abs_error", _sci),
+            Col("Max rel error", "max_rel_error", _sci),
+            Col("Tolerance", "tolerance", as_text, 1.5, text=True),
+            Col("atol", "atol", as_text, shown=False),
+            Col("rtol", "rtol", as_text, shown=False),
+            Col("Mismatched", "mismatched", as_text, shown=False),
+            Col("Note", "note", as_text, shown=False),
+        ],
+        records,
         note=f"Each output compared elementwise with {reference}'s on the same inputs, before "
         "profiling: pass when every element is within atol + rtol × |reference| "
         "(torch.isclose); errors computed in float64.",
@@ -91,14 +95,7 @@ def _check_table(checks: list[dict[str, Any]]) -> Table:
 
 def _sweep_table(sweep: dict[str, Any]) -> Table:
     comps = {c["label"]: c for c in sweep["comparisons"]}
-    columns = [
-        "Implementation",
-        "Size",
-        *(h for h, _ in TIME_COLUMNS),
-        "Ratio to baseline",
-        "vs baseline",
-    ]
-    rows, raw = [], []
+    records = []
     for series in sweep["series"]:
         comp = comps.get(series["label"])
         at = (
@@ -109,25 +106,26 @@ def _sweep_table(sweep: dict[str, Any]) -> Table:
         metric = (comp or {}).get("metric") or "unprofiled"
         for p in series["points"]:
             point, verdict = at.get(p["size_label"], ({}, None))
-            ratio = point.get(f"{metric}_ratio")
-            rows.append(
-                [
-                    series["label"],
-                    p["size_label"],
-                    *(_us(p[k]) for _, k in TIME_COLUMNS),
-                    "–" if ratio is None else f"{ratio:g}×",
-                    verdict or ("baseline" if comp is None else "–"),
-                ]
+            records.append(
+                {
+                    "label": series["label"],
+                    "size_label": p["size_label"],
+                    **{k: p[k] for _, k in TIME_COLUMNS},
+                    "ratio": point.get(f"{metric}_ratio"),
+                    "verdict": verdict or ("baseline" if comp is None else None),
+                }
             )
-            raw.append(
-                [series["label"], p["size_label"], *(p[k] for _, k in TIME_COLUMNS), ratio, verdict]
-            )
-    return Table(
+    return make_table(
         "Time per call at every size",
-        columns,
-        rows,
         "sweep.csv",
-        raw,
+        [
+            Col("Implementation", "label", as_text, 1.5, text=True),
+            Col("Size", "size_label", as_text, text=True),
+            *(Col(h, k, _us) for h, k in TIME_COLUMNS),
+            Col("Ratio to baseline", "ratio", lambda v: "–" if v is None else f"{v:g}×"),
+            Col("vs baseline", "verdict", as_text, 1.3, text=True),
+        ],
+        records,
         note="Medians. Ratio and verdict against the baseline on un-profiled time when both were "
         "timed without the profiler, else on profiled steps; 'within noise' as in the comparison "
         "table. The per-implementation sections show the largest and the smallest size.",

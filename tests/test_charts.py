@@ -27,3 +27,13 @@ def test_paired_bars_legend_covers_no_bar(loc: str | None) -> None:
     assert len(bars) == 6
     covered = [b for b in bars if legend.overlaps(b)]
     assert (covered == []) == (loc is None)
+
+
+def test_many_samples_are_thinned_to_dots_that_span_them() -> None:
+    samples = [float((k * 7919) % 100_000) for k in range(100_000)]
+    dots = charts.spread(samples)
+    assert len(dots) == charts.MAX_DOTS
+    assert dots == sorted(dots) and dots[0] == min(samples) and dots[-1] == max(samples)
+    assert charts.spread(samples[:10]) == samples[:10]
+    svg = charts.step_times(["a"], [samples])
+    assert svg.count("<use ") < 2 * charts.MAX_DOTS  # one marker use per dot drawn

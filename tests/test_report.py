@@ -54,7 +54,7 @@ def test_model_formats_what_the_summary_holds(cpu_report: Path) -> None:
     summary = _summary(cpu_report)
     model = build_model(summary)
     assert model.run_id == cpu_report.parent.name
-    first = model.headline.rows[0]
+    first = [cell.text for cell in model.headline.rows[0]]
     assert first[0] == "naive"
     assert first[1] == format_time_us(summary["implementations"][0]["headline"]["step_median_us"])
     assert len(model.sections) == 3

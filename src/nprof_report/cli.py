@@ -27,7 +27,20 @@ def _shape(value: str) -> tuple[int, ...]:
     return dims
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Interrupted(Exception):
+    """A command interrupted (Ctrl-C), carried past Click, which writes an empty line to stderr
+    when it sees the KeyboardInterrupt itself."""
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise _Interrupted from exc
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nprof-report")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.pass_context
@@ -215,7 +228,7 @@ def main() -> None:
             raise
         click.echo(f"nprof-report: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         click.echo("nprof-report: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:
