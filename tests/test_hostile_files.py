@@ -165,3 +165,19 @@ def test_64_mb_of_whitespace_costs_linear_time(tmp_path: Path, layout: str, expe
         assert proc.returncode == 0, proc.stderr
         assert [r["name"] for r in json.loads(proc.stdout)] == ["aten::add"]
     assert took < 20, f"{took:.1f} s"
+
+
+def test_stdout_on_a_full_device_is_one_line() -> None:
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "nprof_report", "ops", str(PUBLIC_TRACES["cpu"])],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            env={**os.environ, "NPROF_NO_CACHE": "1"},
+        )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "nprof-report: error: standard output: No space left on device"
+    ]

@@ -37,10 +37,13 @@ blocks.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import re
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,6 +70,7 @@ from nprof_report.parse.read.workerpool import (
     stop,
     worth_splitting,
 )
+from nprof_report.procs import pid_alive
 
 __all__ = ["read_work_parts"]
 
@@ -75,6 +79,7 @@ _SEARCH = 1 << 20  # how far past a block's nominal end a boundary is looked for
 _GUNZIP_READ = 4 << 20
 # zlib-ng's stub types its error as an instance
 _GUNZIP_ERRORS = (OSError, EOFError, cast("type[Exception]", zlib_ng.error))
+_OWNER = re.compile(r"nprof-split-p(\d+)-")  # the pid in a pieces folder's name
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,18 @@ def read_work_parts(
     return TraceRows(meta, notes, parts_of(rows, path.name), None)
 
 
+def _pieces_dir() -> tempfile.TemporaryDirectory[str]:
+    """The folder the workers write their pieces into (``$TMPDIR/nprof-split-p<pid>-*``),
+    after removing those of processes that were killed (SIGKILL leaves them: 26-32 MB each)."""
+    root = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in root.glob("nprof-split-p*-*"):
+            owner = _OWNER.match(entry.name)
+            if owner and entry.is_dir() and not pid_alive(int(owner[1])):
+                shutil.rmtree(entry, ignore_errors=True)
+    return tempfile.TemporaryDirectory(prefix=f"nprof-split-p{os.getpid()}-")
+
+
 def _block_bytes(left: int, workers: int, chunk_bytes: int) -> int:
     """The next block's size: a share of what is left, so the last blocks are small."""
     return max(chunk_bytes, min(_BLOCK_MAX, left // (2 * workers)))
@@ -136,7 +153,7 @@ def _read_plain(path: Path, size: int, workers: int, chunk_bytes: int) -> TraceR
         prefix, array_format = head.find_array()
     finally:
         head.src.close()
-    with path.open("rb") as fh, tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp:
+    with path.open("rb") as fh, _pieces_dir() as tmp:
         blocks = _file_blocks(fh, head.offset, size, workers, chunk_bytes)
         ran = _run(path, blocks, workers, chunk_bytes, tmp)
         if ran is None:
@@ -182,7 +199,7 @@ def _read_gzip(
     try:
         with (
             gzip_ng.open(path, "rb") as stream,  # type: ignore[no-untyped-call]
-            tempfile.TemporaryDirectory(prefix="nprof-split-") as tmp,
+            _pieces_dir() as tmp,
         ):
             head = Reader(path, chunk_bytes, Columns(True), stream=stream)
             prefix, array_format = head.find_array()

@@ -7,6 +7,9 @@ workers started early, fast exit) is :mod:`nprof_report.runtime`'s.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -211,12 +214,23 @@ def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: boo
     return LEAVE_FAST
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as Ctrl-C is: what is being written is cleaned up or left whole."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main() -> None:
-    """Entry point: run the CLI, mapping library errors to exit code 2."""
+    """Entry point: run the CLI, mapping library errors (and OS errors, which the library words
+    where it can) to one line and exit code 2; Ctrl-C and SIGTERM to 130 and 143."""
     runtime.tune()
+    signal.signal(signal.SIGTERM, _on_sigterm)
     debug = "--debug" in sys.argv[1:]
     try:
         code = cli.main(standalone_mode=False)
+        sys.stdout.flush()  # a full disk or a closed pipe behind stdout is met here, not later
     except click.exceptions.Abort:
         click.echo("nprof-report: interrupted", err=True)
         sys.exit(130)
@@ -228,9 +242,20 @@ def main() -> None:
             raise
         click.echo(f"nprof-report: error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, _Interrupted):
-        click.echo("nprof-report: interrupted", err=True)
-        sys.exit(130)
+    except (KeyboardInterrupt, _Interrupted) as exc:
+        terminated = isinstance(exc, _Terminated) or isinstance(exc.__cause__, _Terminated)
+        click.echo(f"nprof-report: {'terminated' if terminated else 'interrupted'}", err=True)
+        sys.exit(143 if terminated else 130)
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        _quiet_stdout()
+        sys.exit(141)
+    except OSError as exc:
+        if debug:
+            raise
+        where = exc.filename or "standard output"
+        click.echo(f"nprof-report: error: {where}: {exc.strerror or exc}", err=True)
+        _quiet_stdout()
+        sys.exit(2)
     except Exception as exc:
         if debug:
             raise
@@ -242,3 +267,9 @@ def main() -> None:
         sys.exit(1)
     if code == LEAVE_FAST:
         runtime.leave()
+
+
+def _quiet_stdout() -> None:
+    """Drop what stdout still buffers, so the interpreter's exit does not fail on it again."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
