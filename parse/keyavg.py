@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.classify import FILTERED_NAMES
+from nprof_report.parse.classify import FILTERED_NAMES, device_types
 from nprof_report.parse.kineto import TraceFrames, climb, levels, rows_of
 
 KEY_AVERAGES = pl.Schema(
@@ -81,6 +81,36 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
     return keep, np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
 
 
+def _colliding(ops: pl.DataFrame, links: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """The device time PyTorch gives runtime calls through an id collision (``src_id, dur_ns``).
+
+    ``_parse_kineto_results`` hands a device activity to every CPU event whose id is the
+    activity's linked id, and a runtime call that no scope launched is one of those CPU events,
+    under its CUPTI correlation id. When that number equals the External id of an op with device
+    activities, the call is given them too (and its ancestors count them twice). ``ops`` prints
+    what PyTorch prints, so the same rows get the same time; the links are not changed.
+    """
+    launched = links.filter(pl.col("kind") == "op->runtime").select(pl.col("dst_id").alias("id"))
+    loose = (
+        ops.lazy()
+        .filter(pl.col("cls") == "runtime", pl.col("correlation").is_not_null())
+        .join(launched.lazy(), left_on="event_id", right_on="id", how="anti")
+        .select("event_id", "correlation")
+    )
+    by_scope = (
+        kernels.lazy()
+        .join(ops.lazy().select("event_id", "external_id"), left_on="src_id", right_on="event_id")
+        .filter(pl.col("external_id").is_not_null())
+        .select("external_id", "dur_ns")
+    )
+    return (
+        loose.join(by_scope, left_on="correlation", right_on="external_id")
+        .select(pl.col("event_id").alias("src_id"), pl.col("dur_ns"))
+        .collect()
+        .cast(kernels.schema)
+    )
+
+
 def key_averages(
     frames: TraceFrames, extra_device_ns: Mapping[int, int] | None = None
 ) -> pl.DataFrame:
@@ -103,6 +133,7 @@ def key_averages(
         .join(device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
         .select("src_id", "dur_ns")
     )
+    kernels = pl.concat([kernels, _colliding(all_ops, frames.links, kernels)])
     if extra_device_ns:
         extra = pl.DataFrame(
             {"src_id": list(extra_device_ns), "dur_ns": list(extra_device_ns.values())},
@@ -183,13 +214,20 @@ def key_averages(
         .agg(pl.col("calls", *_SUMS).sum())
         .with_columns(device_type=pl.lit("CPU"))
     )
+    categories = {
+        str(c) for f in (all_ops, device) for c in f["cat"].drop_nulls().unique().to_list()
+    }
     dev = (
         device.select(
             _key(pl.col("name")).alias("name"),
             (pl.col("cat") == "gpu_user_annotation").fill_null(False).alias("ann"),
+            pl.col("cat")
+            .cast(pl.String)
+            .replace_strict(device_types(categories), default="CUDA")
+            .alias("device_type"),
             pl.col("dur_ns").cast(pl.Int64),
         )
-        .group_by("name", "ann", maintain_order=True)
+        .group_by("name", "device_type", "ann", maintain_order=True)
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("dur_ns").sum())
         .select(
             "name",
@@ -199,7 +237,7 @@ def key_averages(
             pl.lit(0, pl.Int64).alias("cpu_total"),
             pl.col("dur_ns").alias("self_device"),
             pl.col("dur_ns").alias("device_total"),
-            device_type=pl.lit("device"),
+            "device_type",
         )
     )
     both = pl.concat([cpu, dev.select(cpu.columns)])

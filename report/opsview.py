@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -17,6 +18,7 @@ from nprof_report.textout import format_table
 JSON_COLUMNS = [
     "name",
     "device_type",
+    "is_user_annotation",  # part of PyTorch's grouping key: an annotation and an op may share a name
     "calls",
     "self_cpu_us",
     "cpu_total_us",
@@ -25,14 +27,22 @@ JSON_COLUMNS = [
 ]
 
 
-def ops_tables(
-    path: Path, *, jobs: int | None = None, use_cache: bool = True
-) -> list[tuple[str, pl.DataFrame]]:
-    """(label, key_averages table) for every source under ``path``; ``jobs`` and ``use_cache`` as
-    in :func:`~nprof_report.parse.parallel.load_sources`."""
-    sources = resolve(path).sources
+@dataclass
+class OpsTables:
+    """(label, key_averages table) for every source, and the caveats their parse noted."""
+
+    tables: list[tuple[str, pl.DataFrame]]
+    notes: list[str]
+
+
+def ops_tables(path: Path, *, jobs: int | None = None, use_cache: bool = True) -> OpsTables:
+    """The key_averages table of every source under ``path``; ``jobs`` and ``use_cache`` as in
+    :func:`~nprof_report.parse.parallel.load_sources`. The notes are those the report lists
+    among its caveats (unknown categories, unlinked device activities ...)."""
+    resolved = resolve(path)
+    sources = resolved.sources
     loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
-    out = []
+    out = OpsTables([], list(resolved.notes))
     for source in sources:
         if source.trace is None:
             raise InputError(
@@ -41,7 +51,8 @@ def ops_tables(
                 "capture with ProfilerActivity.CPU + PrivateUse1 and NeuronProfiler.export_trace",
             )
         loaded = next(loading)
-        out.append((source.label, key_averages(loaded.frames, loaded.neuron_device_ns)))
+        out.tables.append((source.label, key_averages(loaded.frames, loaded.neuron_device_ns)))
+        out.notes += [*loaded.frames.notes, *loaded.notes]
     return out
 
 
@@ -52,14 +63,17 @@ def render_ops(
     limit: int | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
-) -> str:
-    """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``."""
-    tables = ops_tables(path, jobs=jobs, use_cache=use_cache)
+) -> tuple[str, list[str]]:
+    """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``; with
+    the caveats of :func:`ops_tables`."""
+    found = ops_tables(path, jobs=jobs, use_cache=use_cache)
+    tables = found.tables
     several = len(tables) > 1
     if fmt == "table":
-        return "\n\n".join(
+        text = "\n\n".join(
             format_table(t, title=label if several else None, limit=limit) for label, t in tables
         )
+        return text, found.notes
     frames = [
         t.select(JSON_COLUMNS).with_columns(pl.lit(label).alias("source"))
         if several
@@ -68,7 +82,7 @@ def render_ops(
     ]
     combined = pl.concat(frames) if frames else pl.DataFrame()
     if fmt == "json":
-        return orjson.dumps(combined.to_dicts(), option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(combined.to_dicts(), option=orjson.OPT_INDENT_2).decode(), found.notes
     buf = io.StringIO()
     combined.write_csv(buf)
-    return buf.getvalue().rstrip("\n")
+    return buf.getvalue().rstrip("\n"), found.notes

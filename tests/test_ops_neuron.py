@@ -19,7 +19,7 @@ def test_ops_device_time_equals_what_the_fixture_was_built_with(tree: str) -> No
     for folder in (NEURON / tree, session):
         result = CliRunner().invoke(cli, ["ops", str(folder), "--format", "json"])
         assert result.exit_code == 0, result.output
-        rows = {r["name"]: r for r in json.loads(result.output)}
+        rows = {r["name"]: r for r in json.loads(result.stdout)}
         for op, device_ns in NEURON_TREES[tree]["device_ns_by_op"].items():
             assert rows[op]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6), op
         step = rows["ProfilerStep*"]
