@@ -1,7 +1,8 @@
-"""Event classes by Kineto category (formats.md 1.5), never by lists of launch-function names.
+"""Event classes by Kineto category (formats.md 1.5, ``RULES.md`` §2), never by lists of
+launch-function names.
 
 ``DEVICE_CATS`` are the activities PyTorch types as device events (``deviceTypeFromActivity`` in
-``torch/csrc/autograd/profiler_kineto.cpp``); they are what ``key_averages()`` counts as device time.
+``torch/csrc/profiler/kineto_shim.cpp``); they are what ``key_averages()`` counts as device time.
 ``RUNTIME_CATS`` are the host side of device work: CPU-typed rows of their own, like
 ``cudaLaunchKernel``. Everything else that is a complete event on a thread is CPU work.
 """

@@ -1,7 +1,8 @@
 """The offline equivalent of ``prof.key_averages()`` for a trace file.
 
 The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.py`` and
-``EventList`` / ``FunctionEvent`` in ``torch/autograd/profiler_util.py``, formats.md 1.10):
+``EventList`` / ``FunctionEvent`` in ``torch/autograd/profiler_util.py``), written down in
+``RULES.md`` beside this module:
 
 1. events named in :data:`~.classify.FILTERED_NAMES` are dropped; ``ProfilerStep#N`` is
    renamed ``ProfilerStep*``;
@@ -9,16 +10,16 @@ The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.
 3. ``_remove_dup_nodes``: an event whose direct parent has the same name and which is that
    parent's only child is removed; its children move to the parent and its device activities
    replace the parent's. Repeated until nothing changes;
-4. ``Self CPU`` = duration - children's durations; device activities linked to an op are its
-   "kernels"; ``device total`` = own kernels + children's device total; ``self device`` = own
-   kernels. Device activities also form rows of their own, with device time only;
+4. ``Self CPU`` = duration - children's durations; device activities linked to a scope are its
+   "kernels" (:mod:`.kineto`'s op->device links, and PyTorch's id collision,
+   :func:`_colliding`); ``device total`` = own kernels + children's device total; ``self
+   device`` = own kernels. Device activities also form rows of their own, with device time only,
+   under the device type PyTorch prints (:func:`~.classify.device_types`);
 5. rows are grouped by name, device type and whether the event is a user annotation.
 
-Deliberate differences: a runtime or driver call that carries an op's name (TorchNeuron's
+Deliberate difference: a runtime or driver call that carries an op's name (TorchNeuron's
 ``privateuse1_*`` events) is listed as ``<name> [<category>]`` instead of folding into the op's
-row; and PyTorch keys CPU events by their own correlation id when it attaches
-kernels, so a runtime call whose CUPTI correlation id happens to equal an op's id can receive
-that op's kernels too; we attach device time only along the links parse established.
+row.
 """
 
 from __future__ import annotations

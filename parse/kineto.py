@@ -1,24 +1,27 @@
 """Kineto events into nested framework ops, device activities, steps and links.
 
+The rules are written down once, in ``RULES.md`` beside this module; this is the derive side.
+
 Nesting follows ``EventList._populate_cpu_children`` in ``torch/autograd/profiler_util.py``: per
 thread, events sorted by ``(start, -end)``, walked with a stack; the top is popped while the new
 event starts at or after its end or ends after it, so partial overlaps never nest. A runtime call
-linked to an op by ``External id`` is moved onto the op's thread first, as PyTorch does.
+linked to a scope by ``External id`` is moved onto the scope's thread first, as PyTorch does.
 
-Links (each row records the method that made it):
+Links (each row records the method that made it); a *scope* is an op or a user annotation, the
+RecordFunctions whose ids PyTorch pushes for the runtime calls made inside them:
 
 ==============  ===========================================================================
 kind            how
 ==============  ===========================================================================
-op->runtime     ``external_id``: the runtime event's ``External id`` is an op's and that op
-                encloses it (current Kineto layout); else ``enclosing``: the innermost
-                ``cpu_op`` around it on the launching thread (2023 layout, where the runtime
-                event's ``External id`` is only its correlation id)
+op->runtime     ``external_id``: the scope whose External id the call carries (2021 and
+                current layouts); ``enclosing``: where the layout lost that link (2022/2023:
+                every runtime call's External id is its own correlation id), the innermost
+                scope around the call on its thread
 runtime->device ``correlation``: equal ``args.correlation``; else ``flow``: an ``ac2g`` pair
                 whose ``s`` end sits on the runtime event and ``f`` end on the device event
-op->device      through the op's runtime call (method of that call's link), or, for a device
-                activity with no runtime call, ``external_id`` when the trace's External ids
-                are op ids
+op->device      ``external_id``: the scope whose External id the activity carries (a GPU user
+                annotation: its CPU annotation, in every layout); where the layout lost the
+                link, through the activity's runtime call (``enclosing``)
 ==============  ===========================================================================
 
 Steps come from ``ProfilerStep#N`` annotations; an event belongs to the step whose interval
