@@ -60,6 +60,7 @@ import polars as pl
 from nprof_report.errors import InputError
 from nprof_report.parse.load import (
     ESCAPED_NAME,
+    EXACT_PRODUCT_US,
     Trace,
     as_int,
     as_us,
@@ -68,6 +69,7 @@ from nprof_report.parse.load import (
     label_text,
     orjson_int,
     read_trace,
+    us_to_ns,
 )
 from nprof_report.parse.polars_json import BOUNDARY, CONTROL, clean_column, decode_piece
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
@@ -342,7 +344,11 @@ class _Columns:
         )
         self.index += n
         kept = events.filter(WORK_ROWS) if self.work_only else events
-        times = {"ts_ns": _ns(ts), "dur_ns": _ns(pl.when(dur < 0).then(0.0).otherwise(dur))}
+        wide = [bool((df[c].abs() >= EXACT_PRODUCT_US).any()) for c in ("ts", "dur")]
+        times = {
+            "ts_ns": _ns(ts, wide[0]),
+            "dur_ns": _ns(pl.when(dur < 0).then(0.0).otherwise(dur), wide[1]),
+        }
         counts, rows = pl.collect_all(
             [
                 events.select(
@@ -396,8 +402,8 @@ class _Columns:
             cols["name"].append(clean_text(ev.get("name")) or "")
             cols["pid"].append(label_text(ev.get("pid")))
             cols["tid"].append(label_text(ev.get("tid")))
-            cols["ts_ns"].append(round(ts * 1000))
-            cols["dur_ns"].append(None if dur is None else round(dur * 1000))
+            cols["ts_ns"].append(us_to_ns(ts))
+            cols["dur_ns"].append(None if dur is None else us_to_ns(dur))
             cols["flow_id"].append(label_text(ev.get("id")))
             cols["bp"].append(label_text(ev.get("bp")))
             ext = args.get("External id", args.get("external id")) if args else None
@@ -416,9 +422,15 @@ class _Columns:
         return pl.concat(self.frames, how="vertical", rechunk=False)
 
 
-def _ns(expr: pl.Expr) -> pl.Expr:
-    """``round(us * 1000)`` as Python does it (half to even), as Int64."""
-    return (expr * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+def _ns(expr: pl.Expr, wide: bool) -> pl.Expr:
+    """:func:`~.load.us_to_ns` as Int64 (``round`` half to even, as Python's); ``wide``: some
+    value is outside ``±EXACT_PRODUCT_US``, so the whole µs are scaled as integers (the split
+    costs twice the time: it is taken only for the pieces that need it)."""
+    if not wide:
+        return (expr * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+    whole = expr.floor()
+    frac = ((expr - whole) * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+    return whole.cast(pl.Int64) * 1000 + frac
 
 
 def _loads(text: bytes) -> list[Any]:

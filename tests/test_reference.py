@@ -30,31 +30,7 @@ LOST_LINK = {
     "kineto-cuda-2rank-sampled-rank1.json.gz",
     "kineto-cuda-simple-add-benchmark.json",
 }
-# Absolute epoch-µs timestamps (16 digits) go through float64 before becoming integer ns in the
-# readers, which moves them by up to 128 ns and flips nesting at a few boundaries. The readers are
-# being restructured; exact decimal timestamps there are the remaining item of issue 15.
-FLOAT_TIMES = {
-    "kineto-cuda-2021-resnet50-tbplugin.json.gz",
-    "kineto-cuda-2022-ddp-train-test.json.gz",
-    "kineto-cuda-2023-cupti-profiler.json.gz",
-    "kineto-cuda-2rank-sampled-rank0.json.gz",
-    "kineto-cuda-2rank-sampled-rank1.json.gz",
-}
-TRACES = [
-    pytest.param(
-        path,
-        id=path.name,
-        marks=[
-            pytest.mark.xfail(
-                strict=True, reason="epoch-µs ts rounded through float64 by the readers"
-            )
-        ]
-        if path.name in FLOAT_TIMES
-        else [],
-    )
-    for path in sorted(PUBLIC.iterdir())
-    if path.name.endswith((".json", ".json.gz"))
-]
+TRACES = sorted(p for p in PUBLIC.iterdir() if p.name.endswith((".json", ".json.gz")))
 
 
 def _ops_json(path: Path) -> dict[tuple[str, str, bool], dict[str, int]]:
@@ -88,7 +64,7 @@ def assert_matches_reference(path: Path) -> str:
     return rule
 
 
-@pytest.mark.parametrize("path", TRACES)
+@pytest.mark.parametrize("path", TRACES, ids=[p.name for p in TRACES])
 def test_public_trace_equals_pytorch_key_averages(path: Path) -> None:
     rule = assert_matches_reference(path)
     assert rule == (ENCLOSURE if path.name in LOST_LINK else EXTERNAL_ID)
