@@ -91,25 +91,23 @@ def _colliding(ops: pl.DataFrame, links: pl.DataFrame, kernels: pl.DataFrame) ->
     activities, the call is given them too (and its ancestors count them twice). ``ops`` prints
     what PyTorch prints, so the same rows get the same time; the links are not changed.
     """
-    launched = links.filter(pl.col("kind") == "op->runtime").select(pl.col("dst_id").alias("id"))
-    loose = (
-        ops.lazy()
-        .filter(pl.col("cls") == "runtime", pl.col("correlation").is_not_null())
-        .join(launched.lazy(), left_on="event_id", right_on="id", how="anti")
-        .select("event_id", "correlation")
+    ids = ops["event_id"].to_numpy().astype(np.int64, copy=False)
+    src = kernels["src_id"].to_numpy().astype(np.int64, copy=False)
+    launched = links.filter(pl.col("kind") == "op->runtime")["dst_id"].to_numpy()
+    rows = rows_of(ids, np.concatenate([src, launched.astype(np.int64, copy=False)]))  # one table
+    # (External id, duration) of each kernel of a scope
+    ext = ops["external_id"].fill_null(-1).to_numpy()[rows[: len(src)]]
+    by_scope = pl.DataFrame({"correlation": ext, "dur_ns": kernels["dur_ns"]}).filter(
+        pl.col("correlation") >= 0
     )
-    by_scope = (
-        kernels.lazy()
-        .join(ops.lazy().select("event_id", "external_id"), left_on="src_id", right_on="event_id")
-        .filter(pl.col("external_id").is_not_null())
-        .select("external_id", "dur_ns")
+    if by_scope.is_empty():
+        return kernels.clear()
+    loose = (ops["cls"] == "runtime").to_numpy() & ops["correlation"].is_not_null().to_numpy()
+    loose[rows[len(src) :]] = False
+    calls = pl.DataFrame(
+        {"src_id": ids[loose], "correlation": ops["correlation"].filter(pl.Series(loose))}
     )
-    return (
-        loose.join(by_scope, left_on="correlation", right_on="external_id")
-        .select(pl.col("event_id").alias("src_id"), pl.col("dur_ns"))
-        .collect()
-        .cast(kernels.schema)
-    )
+    return calls.join(by_scope, on="correlation").select("src_id", "dur_ns").cast(kernels.schema)
 
 
 def key_averages(
