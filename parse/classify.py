@@ -1,14 +1,18 @@
-"""Event classes by Kineto category (formats.md 1.5), never by lists of launch-function names.
+"""Event classes by Kineto category (formats.md 1.5, ``RULES.md`` §2), never by lists of
+launch-function names.
 
 ``DEVICE_CATS`` are the activities PyTorch types as device events (``deviceTypeFromActivity`` in
-``torch/csrc/autograd/profiler_kineto.cpp``); they are what ``key_averages()`` counts as device time.
+``torch/csrc/profiler/kineto_shim.cpp``); they are what ``key_averages()`` counts as device time.
 ``RUNTIME_CATS`` are the host side of device work: CPU-typed rows of their own, like
 ``cudaLaunchKernel``. Everything else that is a complete event on a thread is CPU work.
 """
 
 from __future__ import annotations
 
-OP_CATS = frozenset({"cpu_op"})
+# Kineto before mid-2021 wrote ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` for
+# the activity types that are now ``cpu_op``, ``cuda_runtime``, ``kernel``, ``gpu_memcpy`` and
+# ``gpu_memset`` (with ``external id`` in lower case on runtime and device events).
+OP_CATS = frozenset({"cpu_op", "Operator"})
 ANNOTATION_CATS = frozenset({"user_annotation"})
 PYTHON_CATS = frozenset({"python_function"})
 RUNTIME_CATS = frozenset(
@@ -21,6 +25,7 @@ RUNTIME_CATS = frozenset(
         "glow_runtime",
         "privateuse1_runtime",
         "privateuse1_driver",
+        "Runtime",
     }
 )
 DEVICE_CATS = frozenset(
@@ -35,8 +40,46 @@ DEVICE_CATS = frozenset(
         "mtia_insight",
         "mtia_counters",
         "hpu_op",
+        "Kernel",
+        "Memcpy",
+        "Memset",
     }
 )
+# The device type PyTorch gives each device activity (``deviceTypeFromActivity``), by the name it
+# prints (``DeviceType.CUDA`` -> ``CUDA``); ROCm builds call theirs CUDA as well.
+_DEVICE_TYPE = {
+    "mtia_ccp_events": "MTIA",
+    "mtia_insight": "MTIA",
+    "mtia_counters": "MTIA",
+    "hpu_op": "HPU",
+}
+_COPY_OR_KERNEL = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset"})
+
+
+def device_types(categories: set[str]) -> dict[str, str]:
+    """The device type of each device category, in a trace holding ``categories``.
+
+    The categories tell the build: with a PrivateUse1 backend registered (``privateuse1_*``
+    events) every kind but HPU is ``PrivateUse1``; in an XPU build (``xpu_*`` events) kernels,
+    copies and sets are ``XPU``; else ``CUDA`` (MTIA and HPU have their own).
+    """
+    privateuse1 = any(c.startswith("privateuse1_") for c in categories)
+    xpu = any(c.startswith("xpu_") for c in categories)
+    out = {}
+    for cat in DEVICE_CATS:
+        kind = _DEVICE_TYPE.get(cat, "CUDA")
+        if privateuse1 and kind != "HPU":
+            kind = "PrivateUse1"
+        elif xpu and cat in _COPY_OR_KERNEL:
+            kind = "XPU"
+        out[cat] = kind
+    if (
+        privateuse1
+    ):  # driver rows read as device executions (privateuse1.py), as PR #186433 types them
+        out["privateuse1_driver"] = "PrivateUse1"
+    return out
+
+
 # CPU-typed categories PyTorch knows that are neither ops nor runtime calls.
 OTHER_CPU_CATS = frozenset({"external_correlation", "overhead", "cpu_instant_event", "Trace"})
 KNOWN_CATS = OP_CATS | ANNOTATION_CATS | PYTHON_CATS | RUNTIME_CATS | DEVICE_CATS | OTHER_CPU_CATS

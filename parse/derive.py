@@ -1,24 +1,30 @@
 """A trace's rows into nested framework ops, device activities, steps and links.
 
+The rules are written down once, in ``RULES.md`` beside this module; this is the derive side.
 :func:`derive` takes what :func:`~nprof_report.parse.read.read` returns (:class:`~.parts.TraceRows`)
-and imports no reader. Host events nest per thread as PyTorch nests them (:mod:`.nesting`); a
-runtime call linked to an op by ``External id`` is moved onto the op's thread first, as PyTorch
-does.
+and imports no reader.
 
-Links (each row records the method that made it):
+Nesting follows ``EventList._populate_cpu_children`` in ``torch/autograd/profiler_util.py``
+(:mod:`.nesting`): per thread, events sorted by ``(start, -end)``, walked with a stack; the top is
+popped while the new event starts at or after its end or ends after it, so partial overlaps never
+nest. A runtime call linked to a scope by ``External id`` is moved onto the scope's thread first,
+as PyTorch does.
+
+Links (each row records the method that made it); a *scope* is an op or a user annotation, the
+RecordFunctions whose ids PyTorch pushes for the runtime calls made inside them:
 
 ==============  ===========================================================================
 kind            how
 ==============  ===========================================================================
-op->runtime     ``external_id``: the runtime event's ``External id`` is an op's and that op
-                encloses it (current Kineto layout); else ``enclosing``: the innermost
-                ``cpu_op`` around it on the launching thread (2023 layout, where the runtime
-                event's ``External id`` is only its correlation id)
+op->runtime     ``external_id``: the scope whose External id the call carries (2021 and
+                current layouts); ``enclosing``: where the layout lost that link (2022/2023:
+                every runtime call's External id is its own correlation id), the innermost
+                scope around the call on its thread
 runtime->device ``correlation``: equal ``args.correlation``; else ``flow``: an ``ac2g`` pair
                 whose ``s`` end sits on the runtime event and ``f`` end on the device event
-op->device      through the op's runtime call (method of that call's link), or, for a device
-                activity with no runtime call, ``external_id`` when the trace's External ids
-                are op ids
+op->device      ``external_id``: the scope whose External id the activity carries (a GPU user
+                annotation: its CPU annotation, in every layout); where the layout lost the
+                link, through the activity's runtime call (``enclosing``)
 ==============  ===========================================================================
 
 Steps come from ``ProfilerStep#N`` annotations; an event belongs to the step whose interval
@@ -33,6 +39,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 import numpy as np
 import polars as pl
 
+from nprof_report.parse.classify import KNOWN_CATS
 from nprof_report.parse.nesting import climb, nest_halves, rows_of
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
@@ -74,22 +81,24 @@ def derive(rows: TraceRows) -> TraceFrames:
 def _derive(
     meta: TraceMeta, trace_notes: list[str], parts: Parts, events: pl.DataFrame | None
 ) -> TraceFrames:
-    notes = [*trace_notes, *parts.notes]
     host, device, steps, flows = parts.host, parts.device, parts.steps, parts.flows
     parts.host = parts.flows = pl.DataFrame()  # the locals hold the only references now
     # privateuse1_driver rows: device executions or host calls, decided per trace (privateuse1.py)
     host, device, driver = retype(host, device, flows)
-    if driver.meaning != "none":
-        notes.append(f"{meta.path.name}: {driver.note}")
     name = meta.path.name
+    # the parts' own note on unknown categories has no counts: this one replaces it
+    notes = [*trace_notes, *(n for n in parts.notes if ": unknown categories " not in n)]
+    if driver.meaning != "none":
+        notes.append(f"{name}: {driver.note}")
+    notes += _unknown_categories(host, name)
     with ThreadPoolExecutor(2) as pool:
         # Polars joins on one thread while NumPy nests on the other: both release the GIL
         runtime_device = pool.submit(_runtime_device, flows, host, device)
-        by_ext = _launches(host)
+        by_ext, lost_link = _launches(host)
         thread, tcode = _threads(host, by_ext)
-        ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, pool)
+        ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, lost_link, pool)
         del host, thread, tcode
-        rt_dev, has_runtime = runtime_device.result()
+        rt_dev = runtime_device.result()
     if overlaps:
         notes.append(
             f"{name}: {overlaps} events partially overlap an event on the same "
@@ -97,7 +106,7 @@ def _derive(
         )
     ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
 
-    links = _links(rt_dev, has_runtime, ops, device, op_rt)
+    links = _links(rt_dev, lost_link, ops, device, op_rt)
     del rt_dev
     flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
     del flows
@@ -124,8 +133,8 @@ def _derive(
     unlinked = device.filter(pl.col("_op").is_null()).height
     if unlinked:
         notes.append(
-            f"{name}: {unlinked} of {device.height} device activities have no "
-            "link to a framework op"
+            f"{name}: {unlinked} of {device.height} device activities have no link to a "
+            "framework op; their time is in their own rows only, as in PyTorch"
         )
     return TraceFrames(
         meta=meta,
@@ -138,54 +147,58 @@ def _derive(
     )
 
 
-def _launches(host: pl.DataFrame) -> pl.DataFrame:
-    """Runtime calls (row ``_i``) whose External id names an op (row ``_j``) that encloses them.
+def _unknown_categories(host: pl.DataFrame, name: str) -> list[str]:
+    """A note counting the complete events whose category PyTorch does not know (it types them
+    CPU, with a warning, and so does :mod:`.classify`)."""
+    # the distinct categories first (Categorical codes: cheap); rows are counted only if needed
+    unknown = [c for c in host["cat"].drop_nulls().unique().to_list() if c not in KNOWN_CATS]
+    if not unknown:
+        return []
+    counts = (
+        host.lazy()
+        .filter(pl.col("cat").cast(pl.String).is_in(unknown))
+        .group_by("cat")
+        .len()
+        .sort(pl.col("cat").cast(pl.String))
+        .collect()
+    )
+    each = ", ".join(f"{c} ({n} event{'s' * (n != 1)})" for c, n in counts.iter_rows())
+    return [f"{name}: unknown categories counted as CPU work, as PyTorch does: {each}"]
 
-    That op launched the call (current Kineto layout). Empty in the 2023 layout, where a runtime
-    event's External id is its correlation id and the few that match an enclosing op are
-    coincidences.
+
+def _launches(host: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Runtime calls (row ``_i``) and the scope (row ``_j``: op or annotation) whose External id
+    they carry, and whether the layout lost that link.
+
+    PyTorch links a runtime call to the RecordFunction scope innermost on its thread when it was
+    made, and Kineto writes that scope's id as the call's External id (2021 and current layouts),
+    whether or not the recorded times nest. The 2022 and 2023 layouts wrote the call's own
+    correlation id there instead: every runtime call's External id equals its correlation. Then
+    the result is empty and the caller links by enclosure.
     """
     h = (
         host.with_row_index("_i")  # numbered before any filter
         .lazy()
-        .select(
-            pl.col("_i").cast(pl.Int64),
-            "cls",
-            "cat",
-            "tid",
-            "external_id",
-            pl.col("ts_ns").alias("_s"),
-            (pl.col("ts_ns") + pl.col("dur_ns")).alias("_e"),
-        )
+        .select(pl.col("_i").cast(pl.Int64), "cls", "cat", "tid", "external_id", "correlation")
         .filter(pl.col("external_id").is_not_null())
     )
-    first_op = (
-        h.filter(pl.col("cls").is_in(["op", "annotation"]))
-        .filter(pl.col("external_id").is_first_distinct())
-        .collect()
-    )
     launches = h.filter(pl.col("cls") == "runtime").collect()
+    both = launches.filter(pl.col("correlation").is_not_null())
+    lost = both.height > 0 and bool((both["external_id"] == both["correlation"]).all())
+    scopes = h.filter(pl.col("cls").is_in(["op", "annotation"])).filter(
+        pl.col("external_id").is_first_distinct()
+    )
     by_ext = (
-        launches.join(
-            first_op.select(
-                "external_id",
-                pl.col("_i").alias("_j"),
-                pl.col("cls").alias("_jcls"),
-                pl.col("_s").alias("_js"),
-                pl.col("_e").alias("_je"),
-                pl.col("tid").alias("_jtid"),
-            ),
+        launches.lazy()
+        .join(
+            scopes.select("external_id", pl.col("_i").alias("_j"), pl.col("tid").alias("_jtid")),
             on="external_id",
-        )
-        .filter(
-            (pl.col("_jcls") == "op")
-            & (pl.col("_js") <= pl.col("_s"))
-            & (pl.col("_e") <= pl.col("_je"))
         )
         .sort("_i")
         .select("_i", "_j", "cat", "tid", "_jtid")
+        .collect()
     )
-    return by_ext.clear() if 2 * by_ext.height < launches.height else by_ext
+    return (by_ext.clear(), True) if lost else (by_ext, False)
 
 
 def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
@@ -221,9 +234,20 @@ def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.nd
 
 
 def _nested_ops(
-    host: pl.DataFrame, thread: pl.Series, tcode: np.ndarray, by_ext: pl.DataFrame, pool: Executor
+    host: pl.DataFrame,
+    thread: pl.Series,
+    tcode: np.ndarray,
+    by_ext: pl.DataFrame,
+    lost_link: bool,
+    pool: Executor,
 ) -> tuple[pl.DataFrame, pl.DataFrame, int]:
-    """``OPS`` rows (without ``step``), the op->runtime links, and the partial-overlap count."""
+    """``OPS`` rows (without ``step``), the op->runtime links, and the partial-overlap count.
+
+    Where the layout lost the link (``lost_link``, :func:`_launches`), a runtime call belongs to
+    the innermost op or annotation enclosing it on its thread: the scope whose External id was
+    innermost on the thread when the call was made. Elsewhere a runtime call without a scope's
+    External id was linked to none by PyTorch either.
+    """
     n = host.height
     ids = host["event_id"].to_numpy().astype(np.int64, copy=False)
     starts = host["ts_ns"].to_numpy().astype(np.int64, copy=False)
@@ -246,10 +270,8 @@ def _nested_ops(
     np.subtract.at(self_ns, parent[has_parent], durs[has_parent])
     del durs
     cls = host["cls"]
-    linked = np.zeros(n, dtype=bool)
-    linked[by_ext["_i"].to_numpy()] = True
-    loose = np.flatnonzero((cls == "runtime").to_numpy() & ~linked)
-    encl = climb(parent, parent[loose], ~(cls == "op").to_numpy())
+    loose = np.flatnonzero((cls == "runtime").to_numpy()) if lost_link else np.zeros(0, np.int64)
+    encl = climb(parent, parent[loose], ~cls.is_in(["op", "annotation"]).to_numpy())
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()
@@ -286,10 +308,8 @@ def _nested_ops(
     return ops, op_rt, overlaps
 
 
-def _runtime_device(
-    flows: pl.DataFrame, host: pl.DataFrame, device: pl.DataFrame
-) -> tuple[pl.DataFrame, bool]:
-    """The runtime->device links (``LINKS``), and whether the trace has runtime calls.
+def _runtime_device(flows: pl.DataFrame, host: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
+    """The runtime->device links (``LINKS``).
 
     Needs no nesting, so :func:`_derive` computes it while the ops are nested.
     """
@@ -337,45 +357,50 @@ def _runtime_device(
             )
             .select("src_id", "dst_id", kind=pl.lit("runtime->device"), method=pl.lit("flow"))
         )
-    return conform(pl.concat([by_corr, by_flow]), LINKS), not runtime.is_empty()
+    return conform(pl.concat([by_corr, by_flow]), LINKS)
 
 
 def _links(
     rt_dev: pl.DataFrame,
-    has_runtime: bool,
+    lost_link: bool,
     ops: pl.DataFrame,
     device: pl.DataFrame,
     op_rt: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Every link (``LINKS``): op->runtime, runtime->device, and op->device through both."""
-    via_runtime = rt_dev.join(
-        op_rt.select(pl.col("src_id").alias("op_id"), pl.col("dst_id").alias("src_id"), "method"),
-        on="src_id",
-        maintain_order="left",
-    ).select(
-        pl.col("op_id").alias("src_id"), "dst_id", kind=pl.lit("op->device"), method="method_right"
-    )
-    # External ids are op ids in this trace when at least one runtime call was linked by them,
-    # or when there are no runtime calls at all (a backend that writes only device activities).
-    ext_is_op_id = op_rt.filter(pl.col("method") == "external_id").height > 0 or not has_runtime
-    direct = pl.DataFrame(schema=LINKS)
-    dev = device.select("event_id", "external_id")
-    orphans = (
-        dev.filter(pl.col("external_id").is_not_null()).join(
-            via_runtime, left_on="event_id", right_on="dst_id", how="anti"
+    """Every link (``LINKS``): op->runtime, runtime->device, and op->device.
+
+    A device activity belongs to the scope (op or annotation) whose External id it carries: the
+    scope PyTorch appends it to. Where the layout lost that id (``lost_link``), it belongs to the
+    scope of its runtime call instead (found by enclosure); a GPU user annotation, which has no
+    runtime call, keeps its External id (the CPU annotation it spans).
+    """
+    by_ext = device.select("event_id", "external_id", "cat")
+    via_runtime = pl.DataFrame(schema=LINKS)
+    if lost_link:
+        via_runtime = rt_dev.join(
+            op_rt.select(
+                pl.col("src_id").alias("op_id"), pl.col("dst_id").alias("src_id"), "method"
+            ),
+            on="src_id",
+            maintain_order="left",
+        ).select(
+            pl.col("op_id").alias("src_id"),
+            "dst_id",
+            kind=pl.lit("op->device"),
+            method="method_right",
         )
-        if ext_is_op_id
-        else dev.clear()
-    )
-    if orphans.height:
-        op_ids = (
+        by_ext = by_ext.filter(pl.col("cat") == "gpu_user_annotation")
+    direct = pl.DataFrame(schema=LINKS)
+    by_ext = by_ext.filter(pl.col("external_id").is_not_null())
+    if by_ext.height:
+        scopes = (
             ops.lazy()
-            .filter(pl.col("cls") == "op")
+            .filter(pl.col("cls").is_in(["op", "annotation"]))
             .select(pl.col("event_id").alias("src_id"), "external_id")
             .filter(pl.col("external_id").is_first_distinct())
             .collect()
         )
-        direct = orphans.join(op_ids, on="external_id", maintain_order="left").select(
+        direct = by_ext.join(scopes, on="external_id", maintain_order="left").select(
             "src_id",
             pl.col("event_id").alias("dst_id"),
             kind=pl.lit("op->device"),

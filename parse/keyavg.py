@@ -1,7 +1,8 @@
 """The offline equivalent of ``prof.key_averages()`` for a trace file.
 
 The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.py`` and
-``EventList`` / ``FunctionEvent`` in ``torch/autograd/profiler_util.py``, formats.md 1.10):
+``EventList`` / ``FunctionEvent`` in ``torch/autograd/profiler_util.py``), written down in
+``RULES.md`` beside this module:
 
 1. events named in :data:`~.classify.FILTERED_NAMES` are dropped; ``ProfilerStep#N`` is
    renamed ``ProfilerStep*``;
@@ -9,16 +10,16 @@ The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.
 3. ``_remove_dup_nodes``: an event whose direct parent has the same name and which is that
    parent's only child is removed; its children move to the parent and its device activities
    replace the parent's. Repeated until nothing changes;
-4. ``Self CPU`` = duration - children's durations; device activities linked to an op are its
-   "kernels"; ``device total`` = own kernels + children's device total; ``self device`` = own
-   kernels. Device activities also form rows of their own, with device time only;
+4. ``Self CPU`` = duration - children's durations; device activities linked to a scope are its
+   "kernels" (:mod:`.kineto`'s op->device links, and PyTorch's id collision,
+   :func:`_colliding`); ``device total`` = own kernels + children's device total; ``self
+   device`` = own kernels. Device activities also form rows of their own, with device time only,
+   under the device type PyTorch prints (:func:`~.classify.device_types`);
 5. rows are grouped by name, device type and whether the event is a user annotation.
 
-Deliberate differences: a runtime or driver call that carries an op's name (TorchNeuron's
+Deliberate difference: a runtime or driver call that carries an op's name (TorchNeuron's
 ``privateuse1_*`` events) is listed as ``<name> [<category>]`` instead of folding into the op's
-row; and PyTorch keys CPU events by their own correlation id when it attaches
-kernels, so a runtime call whose CUPTI correlation id happens to equal an op's id can receive
-that op's kernels too; we attach device time only along the links parse established.
+row.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.classify import FILTERED_NAMES
+from nprof_report.parse.classify import FILTERED_NAMES, device_types
 from nprof_report.parse.nesting import climb, levels, rows_of
 from nprof_report.parse.schema import TraceFrames
 
@@ -82,6 +83,34 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
     return keep, np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
 
 
+def _colliding(ops: pl.DataFrame, links: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
+    """The device time PyTorch gives runtime calls through an id collision (``src_id, dur_ns``).
+
+    ``_parse_kineto_results`` hands a device activity to every CPU event whose id is the
+    activity's linked id, and a runtime call that no scope launched is one of those CPU events,
+    under its CUPTI correlation id. When that number equals the External id of an op with device
+    activities, the call is given them too (and its ancestors count them twice). ``ops`` prints
+    what PyTorch prints, so the same rows get the same time; the links are not changed.
+    """
+    ids = ops["event_id"].to_numpy().astype(np.int64, copy=False)
+    src = kernels["src_id"].to_numpy().astype(np.int64, copy=False)
+    launched = links.filter(pl.col("kind") == "op->runtime")["dst_id"].to_numpy()
+    rows = rows_of(ids, np.concatenate([src, launched.astype(np.int64, copy=False)]))  # one table
+    # (External id, duration) of each kernel of a scope
+    ext = ops["external_id"].fill_null(-1).to_numpy()[rows[: len(src)]]
+    by_scope = pl.DataFrame({"correlation": ext, "dur_ns": kernels["dur_ns"]}).filter(
+        pl.col("correlation") >= 0
+    )
+    if by_scope.is_empty():
+        return kernels.clear()
+    loose = (ops["cls"] == "runtime").to_numpy() & ops["correlation"].is_not_null().to_numpy()
+    loose[rows[len(src) :]] = False
+    calls = pl.DataFrame(
+        {"src_id": ids[loose], "correlation": ops["correlation"].filter(pl.Series(loose))}
+    )
+    return calls.join(by_scope, on="correlation").select("src_id", "dur_ns").cast(kernels.schema)
+
+
 def key_averages(
     frames: TraceFrames, extra_device_ns: Mapping[int, int] | None = None
 ) -> pl.DataFrame:
@@ -104,6 +133,7 @@ def key_averages(
         .join(device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
         .select("src_id", "dur_ns")
     )
+    kernels = pl.concat([kernels, _colliding(all_ops, frames.links, kernels)])
     if extra_device_ns:
         extra = pl.DataFrame(
             {"src_id": list(extra_device_ns), "dur_ns": list(extra_device_ns.values())},
@@ -184,13 +214,20 @@ def key_averages(
         .agg(pl.col("calls", *_SUMS).sum())
         .with_columns(device_type=pl.lit("CPU"))
     )
+    categories = {
+        str(c) for f in (all_ops, device) for c in f["cat"].drop_nulls().unique().to_list()
+    }
     dev = (
         device.select(
             _key(pl.col("name")).alias("name"),
             (pl.col("cat") == "gpu_user_annotation").fill_null(False).alias("ann"),
+            pl.col("cat")
+            .cast(pl.String)
+            .replace_strict(device_types(categories), default="CUDA")
+            .alias("device_type"),
             pl.col("dur_ns").cast(pl.Int64),
         )
-        .group_by("name", "ann", maintain_order=True)
+        .group_by("name", "device_type", "ann", maintain_order=True)
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("dur_ns").sum())
         .select(
             "name",
@@ -200,7 +237,7 @@ def key_averages(
             pl.lit(0, pl.Int64).alias("cpu_total"),
             pl.col("dur_ns").alias("self_device"),
             pl.col("dur_ns").alias("device_total"),
-            device_type=pl.lit("device"),
+            "device_type",
         )
     )
     both = pl.concat([cpu, dev.select(cpu.columns)])

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from nprof_report.bundle import read_manifest, sha256_file
 from nprof_report.cli import cli
-from tests.conftest import PUBLIC_TRACES
+from tests.conftest import PUBLIC, PUBLIC_TRACES
 
 
 @pytest.mark.capture
@@ -81,7 +81,7 @@ def test_ops_json_attributes_device_time_on_public_cuda_and_rocm() -> None:
     for key in ("rocm", "triton", "cuda2023"):
         result = CliRunner().invoke(cli, ["ops", str(PUBLIC_TRACES[key]), "--format", "json"])
         assert result.exit_code == 0, result.output
-        rows = json.loads(result.output)
+        rows = json.loads(result.stdout)
         assert {
             "name",
             "calls",
@@ -96,8 +96,8 @@ def test_ops_json_attributes_device_time_on_public_cuda_and_rocm() -> None:
 
 def test_ops_triton_kernel_time_goes_to_its_launching_op() -> None:
     result = CliRunner().invoke(cli, ["ops", str(PUBLIC_TRACES["triton"]), "--format", "json"])
-    rows = {(r["name"], r["device_type"]): r for r in json.loads(result.output)}
-    kernel = rows[("triton_poi_fused_add_cos_sin_0", "device")]
+    rows = {(r["name"], r["device_type"]): r for r in json.loads(result.stdout)}
+    kernel = rows[("triton_poi_fused_add_cos_sin_0", "CUDA")]
     launcher = rows[("triton_poi_fused_add_cos_sin_0", "CPU")]
     region = rows[("Torch-Compiled Region: 0/0", "CPU")]
     assert launcher["self_device_us"] == kernel["device_total_us"] > 0
@@ -160,3 +160,20 @@ def test_parse_and_build_modules_do_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_ops_prints_caveats_on_stderr_unless_quiet() -> None:
+    unknown = PUBLIC.parent / "broken" / "unknown-category.json"
+    graphs = PUBLIC / "kineto-cuda-vllm-decode-cudagraph.json.gz"
+    for path, caveat in (
+        (unknown, "unknown categories counted as CPU work, as PyTorch does: quantum_op (1 event)"),
+        (graphs, "421 of 434 device activities have no link to a framework op"),
+    ):
+        result = CliRunner().invoke(cli, ["ops", str(path), "--format", "json"])
+        assert result.exit_code == 0, result.output
+        assert caveat in result.stderr
+        assert caveat not in result.stdout
+        json.loads(result.stdout)
+        quiet = CliRunner().invoke(cli, ["ops", str(path), "--format", "json", "--quiet"])
+        assert quiet.exit_code == 0 and quiet.stderr == ""
+        assert quiet.stdout == result.stdout

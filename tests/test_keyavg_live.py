@@ -53,7 +53,7 @@ def test_ops_json_equals_live_key_averages(name: str, tmp_path: Path) -> None:
     live = _live_profile(name, trace, active=3)
     result = CliRunner().invoke(cli, ["ops", str(trace), "--format", "json"])
     assert result.exit_code == 0, result.output
-    ours = {row["name"]: row for row in json.loads(result.output)}
+    ours = {row["name"]: row for row in json.loads(result.stdout)}
     assert set(ours) == set(live)
     assert "ProfilerStep*" in ours
     for key, expected in live.items():

@@ -107,7 +107,7 @@ def test_rank_folder_gives_the_same_ops_with_one_and_two_jobs(
     one = runner.invoke(cli, ["ops", str(folder), "--format", "json", "--jobs", "1", "--no-cache"])
     assert one.exit_code == 0, one.output
     assert not cache_dir.exists()
-    rows = json.loads(one.output)
+    rows = json.loads(one.stdout)
     assert {r["source"] for r in rows} == {f"rank{r}.pt.trace.json" for r in range(3)}
 
     _no_parse_here(monkeypatch)

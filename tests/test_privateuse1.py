@@ -89,7 +89,7 @@ def pytorch_key_averages(
     table = EventList(events, use_device="neuron")
     table._build_tree()
     return {
-        (a.key, "CPU" if a.device_type == DeviceType.CPU else "device"): {
+        (a.key, "CPU" if a.device_type == DeviceType.CPU else "PrivateUse1"): {
             "calls": a.count,
             "self_cpu_us": a.self_cpu_time_total,
             "cpu_total_us": a.cpu_time_total,
@@ -111,7 +111,10 @@ def test_device_execution_ops_equal_pytorch_key_averages() -> None:
     ref = pytorch_key_averages(DEVICE_TRACE)
     got = ours(DEVICE_TRACE)
     assert set(got) == set(ref)
-    assert ("aten::mul", "device") in ref  # the driver rows are device rows in the reference too
+    assert (
+        "aten::mul",
+        "PrivateUse1",
+    ) in ref  # the driver rows are device rows in the reference too
     assert ref[("aten::mul", "CPU")]["self_device_us"] > 0
     for key, want in ref.items():
         for col, value in want.items():
@@ -124,7 +127,7 @@ def test_pytorch_loses_the_op_device_time_when_its_launch_shares_its_name() -> N
     ref = pytorch_key_averages(DEVICE_TRACE, rename=False)
     assert ref[("aten::mul", "CPU")]["self_device_us"] == 0
     assert ref[("ProfilerStep*", "CPU")]["device_total_us"] == 0
-    assert ref[("aten::mul", "device")]["self_device_us"] > 0
+    assert ref[("aten::mul", "PrivateUse1")]["self_device_us"] > 0
 
 
 def test_device_time_equals_the_system_trace_and_is_counted_once() -> None:
@@ -135,7 +138,7 @@ def test_device_time_equals_the_system_trace_and_is_counted_once() -> None:
     for op, device_ns in tree["device_ns_by_op"].items():
         # the fixture's device_ns_by_op is the union of the nc_exec_running spans (system trace)
         assert rows[(op, "CPU")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
-        assert rows[(op, "device")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
+        assert rows[(op, "PrivateUse1")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
     total = sum(tree["device_ns_by_op"].values()) / 1000
     assert rows[("ProfilerStep*", "CPU")]["device_total_us"] == pytest.approx(total, abs=1e-6)
 

@@ -39,7 +39,7 @@ import orjson
 import polars as pl
 
 from nprof_report.parse.read.polars_json import CONTROL, clean_column, decode_piece
-from nprof_report.parse.read.rows import ESCAPED_NAME, EventRows, as_int, as_us
+from nprof_report.parse.read.rows import ESCAPED_NAME, EXACT_PRODUCT_US, EventRows, as_int, as_us
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
 __all__ = ["Columns", "Fallback"]
@@ -226,7 +226,11 @@ class Columns:
         )
         self.index += n
         kept = events.filter(WORK_ROWS) if self.work_only else events
-        times = {"ts_ns": _ns(ts), "dur_ns": _ns(pl.when(dur < 0).then(0.0).otherwise(dur))}
+        wide = [bool((df[c].abs() >= EXACT_PRODUCT_US).any()) for c in ("ts", "dur")]
+        times = {
+            "ts_ns": _ns(ts, wide[0]),
+            "dur_ns": _ns(pl.when(dur < 0).then(0.0).otherwise(dur), wide[1]),
+        }
         counts, rows = pl.collect_all(
             [
                 events.select(
@@ -273,9 +277,15 @@ class Columns:
         return pl.concat(self.frames, how="vertical", rechunk=False)
 
 
-def _ns(expr: pl.Expr) -> pl.Expr:
-    """``round(us * 1000)`` as Python does it (half to even), as Int64."""
-    return (expr * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+def _ns(expr: pl.Expr, wide: bool) -> pl.Expr:
+    """:func:`~.rows.us_to_ns` as Int64 (``round`` half to even, as Python's); ``wide``: some
+    value is outside ``±EXACT_PRODUCT_US``, so the whole µs are scaled as integers (the split
+    costs twice the time: it is taken only for the pieces that need it)."""
+    if not wide:
+        return (expr * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+    whole = expr.floor()
+    frac = ((expr - whole) * 1000).round(0, mode="half_to_even").cast(pl.Int64)
+    return whole.cast(pl.Int64) * 1000 + frac
 
 
 def _loads(text: bytes) -> list[Any]:

@@ -64,6 +64,25 @@ def as_us(value: Any) -> float | None:
     return None
 
 
+# Below this many µs, ``round(us * 1000)`` is exact for the three decimals Kineto writes (the
+# product stays under 2**53); above it the product is rounded to a multiple of up to 128 ns
+EXACT_PRODUCT_US = 2.0**43
+
+
+def us_to_ns(us: float) -> int:
+    """Integer nanoseconds of a time in µs, as the file wrote it.
+
+    Exact for whole µs below 2**53 (the 16-digit epoch times of the 2021-2023 layouts, which
+    ``round(us * 1000)`` moved by up to 128 ns) and for three decimals below 2**43 µs (the
+    relative times of the current layout): the whole µs are scaled as an integer, only the
+    fraction in floating point.
+    """
+    if -EXACT_PRODUCT_US < us < EXACT_PRODUCT_US:
+        return round(us * 1000)
+    whole = math.floor(us)
+    return int(whole) * 1000 + round((us - whole) * 1000)
+
+
 def label_text(value: Any) -> str | None:
     if value is None:
         return None
@@ -124,8 +143,8 @@ class EventRows:
         cols["name"].append(clean_text(ev.get("name")) or "")
         cols["pid"].append(label_text(ev.get("pid")))
         cols["tid"].append(label_text(ev.get("tid")))
-        cols["ts_ns"].append(round(ts * 1000))
-        cols["dur_ns"].append(None if dur is None else round(dur * 1000))
+        cols["ts_ns"].append(us_to_ns(ts))
+        cols["dur_ns"].append(None if dur is None else us_to_ns(dur))
         cols["flow_id"].append(label_text(ev.get("id")))
         cols["bp"].append(label_text(ev.get("bp")))
         ext = args.get("External id", args.get("external id")) if args else None

@@ -196,21 +196,28 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
     show_default=True,
 )
 @click.option("--limit", type=int, default=None, help="Rows per table (table format).")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Do not print the caveats (unknown categories, unlinked device activities ...) on stderr.",
+)
 @_jobs
 @_no_cache
-def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: bool) -> str:
-    """Print the offline equivalent of prof.key_averages() for a trace, bundle or run."""
+def ops(
+    path: Path, fmt: str, limit: int | None, quiet: bool, jobs: int | None, no_cache: bool
+) -> str:
+    """Print the offline equivalent of prof.key_averages() for a trace, bundle or run.
+
+    What the parse noted (the report's caveats) goes to stderr, one line each.
+    """
     runtime.prestart([path])
     from nprof_report.report.opsview import render_ops
 
-    said: list[str] = []
-    text = render_ops(
-        path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache, statements=said
-    )
-    if fmt != "table":  # how privateuse1_driver rows were read; the table states it below itself
-        for line in said:
-            click.echo(f"nprof-report: note: {line}", err=True)
+    text, notes = render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache)
     click.echo(text)
+    if not quiet:
+        for note in notes:
+            click.echo(f"nprof-report: note: {note}", err=True)
     return LEAVE_FAST
 
 

@@ -33,7 +33,7 @@ def format_table(table: pl.DataFrame, *, title: str | None = None, limit: int | 
     for r in table.head(limit).iter_rows(named=True) if limit else table.iter_rows(named=True):
         calls = r["calls"] or 1
         row = [
-            r["name"] if r["device_type"] == "CPU" else f"{r['name']} [device]",
+            r["name"] if r["device_type"] == "CPU" else f"{r['name']} [{r['device_type']}]",
             f"{100 * r['self_cpu_us'] / total_self:.2f}%",
             format_time_us(r["self_cpu_us"]),
             f"{100 * r['cpu_total_us'] / total_self:.2f}%",
