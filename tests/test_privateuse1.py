@@ -138,7 +138,9 @@ def test_device_time_equals_the_system_trace_and_is_counted_once() -> None:
     for op, device_ns in tree["device_ns_by_op"].items():
         # the fixture's device_ns_by_op is the union of the nc_exec_running spans (system trace)
         assert rows[(op, "CPU")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
-        assert rows[(op, "PrivateUse1")]["self_device_us"] == pytest.approx(device_ns / 1000, abs=1e-6)
+        assert rows[(op, "PrivateUse1")]["self_device_us"] == pytest.approx(
+            device_ns / 1000, abs=1e-6
+        )
     total = sum(tree["device_ns_by_op"].values()) / 1000
     assert rows[("ProfilerStep*", "CPU")]["device_total_us"] == pytest.approx(total, abs=1e-6)
 

@@ -149,14 +149,16 @@ def page_one_breaks(html: str) -> list[str]:
 
 
 def _html_of(paths: list[Path]) -> str:
-    from nprof_report.parse.inputs import resolve
+    from nprof_report.parse import load_source, resolve
     from nprof_report.report.analyses import analyse
     from nprof_report.report.model import build_model
     from nprof_report.report.render import render_html
     from nprof_report.report.summary import build_summary
 
     sources = [s for p in paths for s in resolve(p).sources]
-    return render_html(build_model(build_summary([analyse(s) for s in sources], None, [])))
+    return render_html(
+        build_model(build_summary([analyse(load_source(s)) for s in sources], None, []))
+    )
 
 
 @pytest.mark.pdf

@@ -462,7 +462,8 @@ def test_the_readme_example_study_loads(tmp_path: Path) -> None:
 def test_ops_names_each_size_of_a_sweep(wrong_run: Path) -> None:
     from nprof_report.report.opsview import render_ops
 
-    rows = json.loads(render_ops(wrong_run, fmt="json"))
+    text, _ = render_ops(wrong_run, fmt="json")
+    rows = json.loads(text)
     assert {r["source"] for r in rows} == {
         f"{s}/{n}" for s in ("4x64", "16x256") for n in ("builtin", "by_hand", "wrong")
     } | {"4x64/small_only"}  # it failed at 16×256
