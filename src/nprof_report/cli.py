@@ -22,6 +22,8 @@ from nprof_report.parse.workerpool import prestart
 # theirs are left running), so :func:`main` may end the process without the teardown; ``capture``
 # runs torch, whose threads and exit handlers get the usual shutdown
 LEAVE_FAST = "leave fast"
+# what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
+REGRESSION = "regression"
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -155,6 +157,106 @@ def ops(path: Path, fmt: str, limit: int | None, jobs: int | None, no_cache: boo
     return LEAVE_FAST
 
 
+@cli.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("nprof-diff"),
+    show_default=True,
+    help="Folder of diff.html, diff.pdf, diff.json and tables/diff_*.csv.",
+)
+@_jobs
+@_no_cache
+def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> str:
+    """Compare NEW against BASE: which ops moved beyond the noise, and where step time went.
+
+    BASE and NEW are anything build accepts, or a stored summary.json / diff.json; runs are
+    compared implementation by implementation. Prints the paths written.
+    """
+    prestart([base, new])
+    from nprof_report.report.diff_build import diff_report
+
+    for written in diff_report(base, new, out=out, jobs=jobs, use_cache=not no_cache):
+        click.echo(str(written))
+    return LEAVE_FAST
+
+
+def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    from nprof_report.report.diff_check import parse_threshold
+
+    try:
+        return parse_threshold(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command("check")
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A run, bundle or trace, or a stored summary.json / diff.json.",
+)
+@click.option(
+    "--max-regression",
+    default="5%",
+    show_default=True,
+    callback=_threshold,
+    help="Allowed slowdown, in percent of the baseline's median.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    type=click.Choice(["step", "device", "dispatch"]),
+    help="What to check (repeatable) [default: step].",
+)
+@click.option("--op", "ops", multiple=True, help="Check these ops' metrics instead (repeatable).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write diff.html, diff.pdf, diff.json and CSVs here.",
+)
+@_jobs
+@_no_cache
+def check_command(
+    new: Path,
+    baseline: Path,
+    max_regression: float,
+    metrics: tuple[str, ...],
+    ops: tuple[str, ...],
+    out: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+) -> str:
+    """Exit 1 when NEW regressed against the baseline beyond the threshold and the noise.
+
+    Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
+    """
+    prestart([baseline, new])
+    from nprof_report.report.diff_build import check_regression
+
+    failures, written = check_regression(
+        new,
+        baseline,
+        max_regression_pct=max_regression,
+        metrics=list(metrics) or ["step"],
+        ops=list(ops),
+        out=out,
+        jobs=jobs,
+        use_cache=not no_cache,
+    )
+    for path in written:
+        click.echo(str(path))
+    for line in failures:
+        click.echo(f"nprof-report: regression: {line}", err=True)
+    return REGRESSION if failures else LEAVE_FAST
+
+
 # Polars' allocator (jemalloc) keeps freed pages for 10 s by default; parsing a large trace frees
 # and reallocates hundreds of MB, so they are returned after 0.25 s (pola-rs/polars#23128). On a
 # 530 MB trace `ops` then peaks at about 1.2x the file size instead of 1.4x; returning them at once
@@ -198,11 +300,11 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
-    if code == LEAVE_FAST:
-        _leave()
+    if code in (LEAVE_FAST, REGRESSION):
+        _leave(1 if code == REGRESSION else 0)
 
 
-def _leave() -> None:
+def _leave(status: int) -> None:
     """End a command that succeeded without the interpreter's teardown (freeing every module,
     a last garbage collection): 0.1-0.16 s after ``ops`` on a 530 MB trace. Exit handlers still
     run (they stop unused decode workers) and the output is flushed first."""
@@ -210,4 +312,4 @@ def _leave() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError):  # a reader gone (a closed pipe) loses nothing more
             stream.flush()
-    os._exit(0)
+    os._exit(status)
