@@ -61,6 +61,7 @@ def difference_record(d: Difference | None) -> dict[str, Any] | None:
     """A difference as diff.json keeps it (µs; percentages of BASE's median)."""
     if d is None:
         return None
+    low_pct, high_pct = _pct(d.low, d.base), _pct(d.high, d.base)
     return {
         "base_us": _r(d.base),
         "new_us": _r(d.new),
@@ -68,8 +69,12 @@ def difference_record(d: Difference | None) -> dict[str, Any] | None:
         "delta_pct": _pct(d.delta, d.base),
         "low_us": _r(d.low),
         "high_us": _r(d.high),
-        "low_pct": _pct(d.low, d.base),
-        "high_pct": _pct(d.high, d.base),
+        "low_pct": low_pct,
+        "high_pct": high_pct,
+        # the ± of the verdict
+        "half_width_pct": None
+        if (low_pct is None or high_pct is None)
+        else round((high_pct - low_pct) / 2, 2),
         "exceeds_noise": d.exceeds_noise,
     }
 
@@ -235,7 +240,7 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
             f"NEW is {abs(pct):.1f} % {way} per step; too few steps (fewer than {MIN_STEPS} on "
             "a side) to tell whether that exceeds the noise."
         )
-    spread = (step["high_pct"] - step["low_pct"]) / 2
+    spread = step["half_width_pct"]
     interval = f"{CONFIDENCE} % interval {step['low_pct']:+.1f} % to {step['high_pct']:+.1f} %"
     if not step["exceeds_noise"]:
         return (
@@ -247,7 +252,7 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
     same_way = [o for o in ops if o["impact_us"] and (o["impact_us"] > 0) == (delta > 0)]
     if same_way and delta:
         top = max(same_way, key=lambda o: abs(o["impact_us"]))
-        share = 100 * top["impact_us"] / delta
+        share = top["share_of_step_delta_pct"]
         text += f"; {share:.0f} % of it is {_label(top)}'s {SERIES_WORDS[top['impact_metric']]}"
     return text + "."
 
@@ -261,6 +266,13 @@ def compare_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     step = metrics["step"]
     bp, np_ = base["diff_profile"], new["diff_profile"]
     aligned, added, removed = align_ops(bp, np_, (step or {}).get("base_us") or 0.0)
+    step_delta = (step or {}).get("delta_us")
+    for op in [*aligned, *added, *removed]:
+        op["share_of_step_delta_pct"] = (
+            round(100 * op["impact_us"] / step_delta, 1)
+            if (step_delta and op["impact_us"] is not None)
+            else None
+        )
     return {
         "label": new["label"]
         if new["label"] == base["label"]
@@ -269,7 +281,7 @@ def compare_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "new_label": new["label"],
         "base_steps": len(bp["steps"]),
         "new_steps": len(np_["steps"]),
-        "verdict": verdict(step, [o for o in aligned if o["moved"]] + added + removed),
+        "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
         "metrics": metrics,
         "waterfall": waterfall(bp, np_),
         "ops": aligned,

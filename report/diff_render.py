@@ -140,15 +140,18 @@ def _metric_rows(pair: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
+def _calls(x: float | None) -> str:
+    return "–" if x is None else f"{x:g}"
+
+
 def _op_cells(op: dict[str, Any]) -> list[str]:
-    cells = [_path(op)]
-    for s in OP_COLUMNS:
+    cells = [_path(op), f"{_calls(op['calls']['base_us'])} → {_calls(op['calls']['new_us'])}"]
+    for s in SERIES_WORDS:
         rec = op[s]
         cells.append("–" if rec is None else f"{_us(rec['base_us'])} → {_us(rec['new_us'])}")
     impact = op[op["impact_metric"]]
     cells += [
         f"{SERIES_WORDS[op['impact_metric']]} {_signed(op['impact_us'])}",
-        _interval(impact),
         "moved" if op["moved"] else _noise(impact),
     ]
     return cells
@@ -161,12 +164,49 @@ def _op_table(title: str, ops: list[dict[str, Any]], limit: int, note: str) -> T
             "op (enclosing ops > name)",
             "calls",
             *(f"{w} (µs)" for w in SERIES_WORDS.values()),
-            "difference (µs)",
-            "95 % interval (µs)",
+            "largest difference (µs)",
             "noise",
         ],
         [_op_cells(o) for o in ops[:limit]],
         note,
+    )
+
+
+def _movers_table(ops: list[dict[str, Any]]) -> Table:
+    movers = [o for o in ops if o["moved"]]
+    rows = []
+    for o in movers[:TOP_MOVERS]:
+        rec = o[o["impact_metric"]]
+        rows.append(
+            [
+                _path(o),
+                SERIES_WORDS[o["impact_metric"]],
+                _us(rec["base_us"]),
+                _us(rec["new_us"]),
+                _signed(rec["delta_us"]),
+                _pct(rec["delta_pct"]),
+                _interval(rec),
+                "–"
+                if o["share_of_step_delta_pct"] is None
+                else f"{o['share_of_step_delta_pct']:.1f} %",
+            ]
+        )
+    return Table(
+        "Top movers",
+        [
+            "op (enclosing ops > name)",
+            "what moved",
+            "BASE (µs)",
+            "NEW (µs)",
+            "difference (µs)",
+            "difference",
+            "95 % interval (µs)",
+            "share of the step difference",
+        ],
+        rows,
+        f"{len(movers)} ops moved beyond the noise"
+        + (f"; the first {TOP_MOVERS} shown" if len(movers) > TOP_MOVERS else "")
+        + ". Medians per step.",
     )
 
 
@@ -177,7 +217,7 @@ def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
         [
             [
                 _path(o),
-                _us(o["calls"]),
+                _calls(o["calls"]),
                 _us(o["host_self_us"]),
                 _us(o["device_self_us"]),
                 ", ".join(o["kernels"]) or "–",
@@ -215,7 +255,6 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         ],
         f"BASE {pair['base_steps']} steps, NEW {pair['new_steps']} steps.",
     )
-    movers = [o for o in pair["ops"] if o["moved"]]
     renamed = [o for o in pair["ops"] if o["kernels_changed"]]
     wf = pair["waterfall"]
     return {
@@ -241,17 +280,10 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         )
         if wf
         else None,
-        "movers": _op_table(
-            "Top movers",
-            movers,
-            TOP_MOVERS,
-            f"{len(movers)} ops moved beyond the noise"
-            + (f"; the first {TOP_MOVERS} shown" if len(movers) > TOP_MOVERS else "")
-            + ". Each cell: BASE median → NEW median per step.",
-        ),
+        "movers": _movers_table(pair["ops"]),
         "metrics": metrics,
         "ops": _op_table(
-            "Aligned ops",
+            "Aligned ops (BASE median → NEW median per step)",
             pair["ops"],
             MAX_OP_ROWS,
             f"{len(pair['ops'])} ops in both runs"

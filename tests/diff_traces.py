@@ -35,36 +35,25 @@ def model(
     renamed: bool = False,
     device: bool = True,
 ) -> list[Op]:
-    """The step's ops; ``slower`` maps a kernel's op to a factor on its kernel (host time when
-    ``device`` is off)."""
+    """The step's ops. ``slower`` maps a kernel name to a factor on that kernel's time, or,
+    with ``device`` off (no kernels written), on the host time of the op that names it."""
     slower = slower or {}
 
-    def k(op: str, kernel: str, us: float) -> tuple[str, float] | None:
-        return (kernel, us * slower.get(op, 1.0)) if device else None
-
-    def h(op: str, us: float) -> float:
-        return us if device else us * slower.get(op, 1.0)
+    def op(name: str, host: float, kernel: str, us: float, children: list[Op] | None = None) -> Op:
+        factor = slower.get(kernel, 1.0)
+        if not device:
+            return Op(name, host * factor, None, children or [])
+        return Op(name, host, (kernel, us * factor), children or [])
 
     ops = [
-        Op(
-            "aten::linear",
-            h("aten::linear", 10.0),
-            children=[Op("aten::mm", h("aten::mm", 30.0), k("aten::mm", "gemm_128x64", 400.0))],
-        ),
-        Op(
-            "aten::relu",
-            h("aten::relu", 6.0),
-            k("aten::relu", "relu_kernel_v2" if renamed else "relu_kernel", 10.0),
-        ),
-        Op(
-            "aten::layer_norm",
-            h("aten::layer_norm", 12.0),
-            k("aten::layer_norm", "ln_kernel", 15.0),
-        ),
-        Op("aten::add", h("aten::add", 5.0), k("aten::add", "add_kernel", 8.0)),
+        Op("aten::linear", 10.0, children=[op("aten::mm", 30.0, "gemm_128x64", 400.0)]),
+        op("aten::relu", 6.0, "relu_kernel_v2" if renamed else "relu_kernel", 10.0),
+        op("aten::mm", 8.0, "gemm_small", 20.0),  # the same op in another context
+        op("aten::layer_norm", 12.0, "ln_kernel", 15.0),
+        op("aten::add", 5.0, "add_kernel", 8.0),
     ]
     if added:
-        ops.append(Op("aten::dropout", 3.0, k("aten::dropout", "dropout_kernel", 4.0)))
+        ops.append(op("aten::dropout", 3.0, "dropout_kernel", 4.0))
     return ops
 
 
