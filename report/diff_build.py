@@ -1,7 +1,9 @@
 """``nprof-report diff`` and ``check``: two sides in, the comparison's files and verdicts out.
 
 Files go through :func:`~nprof_report.report.publish.publish`, like ``build``'s: each replaced
-atomically once all are complete, nothing else in the folder touched.
+atomically once all are complete, nothing else in the folder touched. A folder's record of
+written files is one per folder, so publishing a diff where ``build`` wrote a report would remove
+that report as stale: such a folder is refused.
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nprof_report.errors import InputError
 from nprof_report.report.diff_check import check
 from nprof_report.report.diff_compare import diff_document
 from nprof_report.report.diff_inputs import load_side
 from nprof_report.report.diff_render import diff_files
-from nprof_report.report.publish import publish
+from nprof_report.report.publish import RECORD_NAME, _read_record, publish
 
 DEFAULT_OUT = Path("nprof-diff")
 
@@ -38,7 +41,19 @@ def diff_report(
 ) -> list[Path]:
     """Write diff.html, diff.pdf, diff.json and tables/diff_*.csv; return their paths."""
     doc = compare(base, new, jobs=jobs, use_cache=use_cache)
-    return publish(out or DEFAULT_OUT, diff_files(doc))
+    return _publish(out or DEFAULT_OUT, doc)
+
+
+def _publish(out: Path, doc: dict[str, Any]) -> list[Path]:
+    files = diff_files(doc)
+    others = sorted(set(_read_record(out)) - set(files))
+    if any(not Path(f).name.startswith("diff") for f in others):
+        raise InputError(
+            out,
+            f"holds a report that build wrote ({RECORD_NAME} lists {others[0]})",
+            "give diff its own --out folder",
+        )
+    return publish(out, files)
 
 
 def check_regression(
@@ -55,5 +70,5 @@ def check_regression(
     """One line per failing metric (none: no regression), and the files written to ``out``."""
     doc = compare(baseline, new, jobs=jobs, use_cache=use_cache)
     failures = check(doc, max_regression_pct=max_regression_pct, metrics=metrics, ops=ops)
-    written = publish(out, diff_files(doc)) if out is not None else []
+    written = _publish(out, doc) if out is not None else []
     return failures, written

@@ -319,3 +319,15 @@ def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.strip() == f"nprof-report: error: {tmp_path / 'nothing'}: does not exist"
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.pdf
+def test_diff_refuses_a_folder_that_build_wrote(planted: dict[str, Any], tmp_path: Path) -> None:
+    from nprof_report.report.build import build_report
+
+    out = tmp_path / "report"
+    build_report([planted["base"]], out=out)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(InputError, match="give diff its own --out folder"):
+        diff_report(planted["base"], planted["new"], out=out)
+    assert sorted(p.name for p in out.iterdir()) == before
