@@ -208,25 +208,27 @@ def op_series(
         .agg(pl.col("kernel").unique().sort())
     )
     kernels_of = dict(zip(kernels["path"].to_list(), kernels["kernel"].to_list()))
-    index = {s: i for i, s in enumerate(steps)}
-    out: dict[int, dict[str, list[Any]]] = {}
-    for r in per_step.iter_rows(named=True):
-        i = index.get(r["step"])
-        if i is None:
-            continue
-        series = out.setdefault(
-            r["path"],
-            {
-                **{k: [0] * len(steps) for k in OP_SERIES},
-                "launch_us": [None] * len(steps),
-            },
-        )
-        series["calls"][i] = r["calls"]
-        for k in OP_SERIES[1:]:
-            series[k][i] = r[k[:-3] + "_ns"]
-        series["launch_us"][i] = r["launch_ns"]
+    if per_step.is_empty():
+        return []
+    # one row per path, one column per step, filled in one assignment per series
+    per_step = per_step.join(
+        pl.DataFrame(
+            {"step": steps, "col": range(len(steps))}, schema={"step": pl.Int32, "col": pl.Int64}
+        ),
+        on="step",
+    ).with_columns(row=pl.col("path").rank("dense").cast(pl.Int64) - 1)
+    path_of_row = per_step.group_by("row").agg(pl.col("path").first()).sort("row")["path"].to_list()
+    rows, cols = per_step["row"].to_numpy(), per_step["col"].to_numpy()
+    shape = (len(path_of_row), len(steps))
+    table: dict[str, np.ndarray] = {}
+    for k in OP_SERIES:
+        column = k if k == "calls" else k[:-3] + "_ns"
+        table[k] = np.zeros(shape, dtype=np.int64)
+        table[k][rows, cols] = per_step[column].to_numpy()
+    latency = np.full(shape, np.nan)
+    latency[rows, cols] = per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     records = []
-    for pid, series in out.items():
+    for row, pid in enumerate(path_of_row):
         names = _names(paths, pid)
         records.append(
             {
@@ -234,8 +236,12 @@ def op_series(
                 "context": names[:-1],
                 "kind": paths[pid][2],
                 "kernels": kernels_of.get(pid, [])[:MAX_KERNEL_NAMES],
-                "calls": series["calls"],
-                **{k: _us(series[k]) for k in (*OP_SERIES[1:], "launch_us")},
+                "calls": table["calls"][row].tolist(),
+                # ns / 1000 is already the nearest double to the three-decimal µs figure
+                **{k: (table[k][row] / 1000).tolist() for k in OP_SERIES[1:]},
+                "launch_us": [
+                    None if v != v else round(v / 1000, 3) for v in latency[row].tolist()
+                ],
             }
         )
     records.sort(key=lambda r: (r["context"], r["name"]))
@@ -253,22 +259,18 @@ def step_parts(
     ``steps`` are the per-step rows of :func:`~nprof_report.report.analyses.per_step` (host
     breakdown columns), ``busy`` the device's busy intervals and ``gaps`` the device idle gaps.
     """
-    merged = np.array(merge_intervals(busy), dtype=np.int64).reshape(-1, 2)
-    bounds = dict(
-        zip(frames.steps["step"].to_list(), zip(frames.steps["start_ns"], frames.steps["end_ns"]))
+    busy_ns = _busy_within(
+        merge_intervals(busy), frames.steps.select("step", "start_ns", "end_ns"), steps["step"]
     )
     gap_ns: dict[tuple[int, str], int] = {}
     for step, dur, cause in zip(gaps["step"], gaps["dur_ns"], gaps["cause"]):
         key = (step, _GAP_PART[cause])
         gap_ns[key] = gap_ns.get(key, 0) + dur
     parts: dict[str, list[float]] = {p: [] for p in PARTS}
-    for row in steps.iter_rows(named=True):
-        s0, e0 = bounds[row["step"]]
-        inside = np.clip(merged, s0, e0)
-        busy_ns = int((inside[:, 1] - inside[:, 0]).sum())
+    for row, busy_in in zip(steps.iter_rows(named=True), busy_ns):
         values = dict.fromkeys(PARTS, 0)
-        if busy_ns > 0:
-            values["device execution"] = busy_ns
+        if busy_in > 0:
+            values["device execution"] = busy_in
             for p in PARTS:
                 values[p] += gap_ns.get((row["step"], p), 0)
         else:
@@ -277,6 +279,30 @@ def step_parts(
         for p in PARTS:
             parts[p].append(round(values[p] / 1000, 3))
     return parts
+
+
+def _busy_within(
+    merged: list[tuple[int, int]], bounds: pl.DataFrame, steps: pl.Series
+) -> list[int]:
+    """Per step of ``steps``, the length of the sorted, disjoint ``merged`` intervals inside
+    its ``[start_ns, end_ns)`` (prefix sums and two binary searches a step)."""
+    window = pl.DataFrame({"step": steps}).join(
+        bounds, on="step", how="left", maintain_order="left"
+    )
+    s0, e0 = window["start_ns"].to_numpy(), window["end_ns"].to_numpy()
+    if not merged:
+        return [0] * len(s0)
+    iv = np.array(merged, dtype=np.int64)
+    starts, ends = iv[:, 0], iv[:, 1]
+    cum = np.concatenate([[0], np.cumsum(ends - starts)])
+    first = np.searchsorted(ends, s0, side="right")  # first interval ending after the start
+    stop = np.searchsorted(starts, e0, side="left")  # first interval starting at or after the end
+    total = cum[stop] - cum[first]
+    some = stop > first
+    head = np.where(some, np.maximum(0, s0 - starts[np.minimum(first, len(iv) - 1)]), 0)
+    tail = np.where(some, np.maximum(0, ends[np.maximum(stop - 1, 0)] - e0), 0)
+    inside: list[int] = np.where(some, total - head - tail, 0).astype(np.int64).tolist()
+    return inside
 
 
 def diff_profile(

@@ -204,7 +204,7 @@ def _movers_table(ops: list[dict[str, Any]]) -> Table:
             "share of the step difference",
         ],
         rows,
-        f"{len(movers)} ops moved beyond the noise"
+        f"{len(movers)} {'op' if len(movers) == 1 else 'ops'} moved beyond the noise"
         + (f"; the first {TOP_MOVERS} shown" if len(movers) > TOP_MOVERS else "")
         + ". Medians per step.",
     )
@@ -251,7 +251,7 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
                 _noise(r),
             ]
             for m, r in pair["metrics"].items()
-            if r is not None
+            if r is not None and (r["base_us"] or r["new_us"])  # (no device: no device row)
         ],
         f"BASE {pair['base_steps']} steps, NEW {pair['new_steps']} steps.",
     )

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from nprof_report.errors import InputError
@@ -331,3 +332,50 @@ def test_diff_refuses_a_folder_that_build_wrote(planted: dict[str, Any], tmp_pat
     with pytest.raises(InputError, match="give diff its own --out folder"):
         diff_report(planted["base"], planted["new"], out=out)
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_large_samples_use_the_median_standard_error() -> None:
+    """Above 1000 steps a side: the McKean-Schrader interval, close to the bootstrap's there
+    (compared on 1000 steps, the largest sample still bootstrapped), and covering zero for two
+    samples of one distribution about 95 % of the time."""
+    rng = random.Random(11)
+    a = [rng.gauss(100, 5) for _ in range(1000)]
+    b = [rng.gauss(100, 5) for _ in range(1000)]
+    boot = difference(a, b)
+    normal = difference(a + a[:1], b + b[:1])  # 1001 values: past the bootstrap's limit
+    assert boot is not None and normal is not None
+    assert boot.low is not None and boot.high is not None
+    assert normal.low is not None and normal.high is not None
+    assert normal.high - normal.low == pytest.approx(boot.high - boot.low, rel=0.25)
+    held = 0
+    for _ in range(200):
+        x = [rng.expovariate(1.0) for _ in range(1500)]
+        y = [rng.expovariate(1.0) for _ in range(1500)]
+        d = difference(x, y)
+        assert d is not None and d.low is not None and d.high is not None
+        held += d.low <= 0 <= d.high
+    assert 0.90 <= held / 200 <= 0.99
+
+
+def test_busy_time_within_steps_matches_clipping() -> None:
+    from nprof_report.report.breakdown import merge_intervals
+    from nprof_report.report.diff_profile import _busy_within
+
+    rng = random.Random(5)
+    intervals = [(s, s + rng.randint(1, 40)) for s in (rng.randint(0, 2000) for _ in range(200))]
+    merged = merge_intervals(intervals)
+    starts = sorted(rng.randint(0, 2100) for _ in range(60))
+    bounds = pl.DataFrame(
+        {
+            "step": list(range(60)),
+            "start_ns": starts,
+            "end_ns": [s + rng.randint(0, 300) for s in starts],
+        },
+        schema={"step": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    expected = [
+        sum(max(0, min(e, e0) - max(s, s0)) for s, e in merged)
+        for s0, e0 in zip(bounds["start_ns"], bounds["end_ns"])
+    ]
+    assert _busy_within(merged, bounds, bounds["step"]) == expected
+    assert _busy_within([], bounds, bounds["step"]) == [0] * 60
