@@ -1,8 +1,8 @@
 """``diff.json`` into diff.html, diff.pdf and CSV tables.
 
-Every number the pages show is a number of ``diff.json`` as stored (µs to three decimals,
-percentages to one); the waterfall chart labels its bars with their values and draws no
-numbered axis, so the PDF holds no figure that diff.json lacks.
+Every number the pages show is a number of ``diff.json`` to the digits shown (µs to three
+decimals, percentages to one); the waterfall chart labels its bars with their values and draws
+no numbered axis, so the PDF holds no figure that diff.json lacks.
 """
 
 from __future__ import annotations
