@@ -8,6 +8,7 @@ that was last checked.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,10 @@ DIFF_FORMAT = "nprof-diff"
 DIFF_VERSION = 1
 # the implementation fields a side keeps (enough to serve again as a baseline)
 SIDE_FIELDS = ("label", "trace", "description", "headline", "step_time_us", "steps", "diff_profile")
-_SNIFF_LIMIT = 64 << 20  # a stored summary is far smaller; larger .json files are traces
+# summary.json and diff.json are written with sorted keys: "format" follows "caveats",
+# "check", "comparisons" and "findings", all short
+_SNIFF_BYTES = 1 << 20
+_FORMAT_KEY = re.compile(rb'"format":\s*"nprof-(?:summary|diff)"')
 
 
 @dataclass(frozen=True)
@@ -48,10 +52,18 @@ class Side:
 
 
 def _stored_document(path: Path) -> dict[str, Any] | None:
-    """The summary or diff document in ``path``, or None when it is something else (a trace)."""
-    if not path.is_file() or path.suffix != ".json" or path.stat().st_size > _SNIFF_LIMIT:
+    """The summary or diff document in ``path``, or None when it is something else (a trace).
+
+    Only a file whose first MiB names one of the two formats is parsed here: a trace is left to
+    the streaming reader, which never holds it whole.
+    """
+    if not path.is_file() or path.suffix != ".json":
         return None
     try:
+        with path.open("rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+        if not _FORMAT_KEY.search(head):
+            return None
         doc = orjson.loads(path.read_bytes())
     except (orjson.JSONDecodeError, OSError):
         return None  # the trace reader gives the error a trace deserves

@@ -50,12 +50,16 @@ def _pct(x: float | None) -> str:
 
 
 def _interval(rec: dict[str, Any] | None) -> str:
-    if rec is None or rec["low_us"] is None:
-        return "–"
-    text = f"{rec['low_us']:+.3f} to {rec['high_us']:+.3f}"
-    if rec["low_pct"] is not None:
+    text = _interval_us(rec)
+    if rec is not None and rec["low_pct"] is not None:
         text += f" ({rec['low_pct']:+.1f} % to {rec['high_pct']:+.1f} %)"
     return text
+
+
+def _interval_us(rec: dict[str, Any] | None) -> str:
+    if rec is None or rec["low_us"] is None:
+        return "–"
+    return f"{rec['low_us']:+.3f} to {rec['high_us']:+.3f}"
 
 
 def _noise(rec: dict[str, Any] | None) -> str:
@@ -152,6 +156,7 @@ def _op_cells(op: dict[str, Any]) -> list[str]:
     impact = op[op["impact_metric"]]
     cells += [
         f"{SERIES_WORDS[op['impact_metric']]} {_signed(op['impact_us'])}",
+        _interval_us(impact),
         "moved" if op["moved"] else _noise(impact),
     ]
     return cells
@@ -165,6 +170,7 @@ def _op_table(title: str, ops: list[dict[str, Any]], limit: int, note: str) -> T
             "calls",
             *(f"{w} (µs)" for w in SERIES_WORDS.values()),
             "largest difference (µs)",
+            "its 95 % interval (µs)",
             "noise",
         ],
         [_op_cells(o) for o in ops[:limit]],

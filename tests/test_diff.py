@@ -153,6 +153,9 @@ def test_every_number_in_the_pdf_is_in_diff_json(planted: dict[str, Any]) -> Non
     written = diff_report(planted["base"], planted["new"], out=out)
     assert [p.name for p in written[:3]] == ["diff.html", "diff.pdf", "diff.json"]
     doc = json.loads((out / "diff.json").read_text())
+    html = (out / "diff.html").read_text()
+    assert "default-src 'none'" in html
+    assert "http" not in html  # nothing fetched: the chart is a data: URI
     assert doc["format"] == "nprof-diff"
     assert doc["format_version"] == 1
     text = "\n".join(page.extract_text() for page in PdfReader(out / "diff.pdf").pages)
