@@ -26,6 +26,7 @@ from nprof_report.report.diff_inputs import DIFF_FORMAT, DIFF_VERSION, Side
 from nprof_report.report.diff_profile import OP_SERIES, PARTS
 from nprof_report.report.diff_stats import (
     CONFIDENCE,
+    MAX_BOOTSTRAP_STEPS,
     METHOD,
     MIN_STEPS,
     RESAMPLES,
@@ -302,6 +303,7 @@ def diff_document(base: Side, new: Side) -> dict[str, Any]:
             "confidence_pct": CONFIDENCE,
             "resamples": RESAMPLES,
             "min_steps": MIN_STEPS,
+            "max_bootstrap_steps": MAX_BOOTSTRAP_STEPS,
             "moved_min_share_pct": MOVED_MIN_SHARE_PCT,
         },
         "pairs": [compare_pair(b, n) for b, n in pairs],
