@@ -177,7 +177,13 @@ def align_ops(
                     [v for v in n[s] if v is not None],
                 )
             )
-            for s in (*OP_SERIES, "launch_us")
+            for s in (*OP_SERIES[1:], "launch_us")
+        }
+        calls_b, calls_n = _median(b["calls"]), _median(n["calls"])
+        series["calls"] = {
+            "base": calls_b,
+            "new": calls_n,
+            "delta": None if (calls_b is None or calls_n is None) else calls_n - calls_b,
         }
         metric, impact = _impact(series)
         noisy = (series[metric] or {}).get("exceeds_noise")

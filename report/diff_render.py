@@ -24,7 +24,6 @@ from nprof_report.report.render import environment, render_pdf
 
 TOP_MOVERS = 10
 MAX_OP_ROWS = 40  # per table in the pages; the CSVs hold every row
-OP_COLUMNS = ("calls", *SERIES_WORDS)
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ def _calls(x: float | None) -> str:
 
 
 def _op_cells(op: dict[str, Any]) -> list[str]:
-    cells = [_path(op), f"{_calls(op['calls']['base_us'])} → {_calls(op['calls']['new_us'])}"]
+    cells = [_path(op), f"{_calls(op['calls']['base'])} → {_calls(op['calls']['new'])}"]
     for s in SERIES_WORDS:
         rec = op[s]
         cells.append("–" if rec is None else f"{_us(rec['base_us'])} → {_us(rec['new_us'])}")
@@ -350,8 +349,10 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         wf = pair["waterfall"] or {"parts": []}
         parts += [[label, p["part"], p["base_us"], p["new_us"], p["delta_us"]] for p in wf["parts"]]
         for o in pair["ops"]:
+            calls = o["calls"]
             row = [label, " > ".join(o["context"]), o["name"], o["kind"]]
-            for s in OP_COLUMNS:
+            row += [calls["base"], calls["new"], calls["delta"]]
+            for s in SERIES_WORDS:
                 rec = o[s] or {}
                 row += [
                     rec.get("base_us"),
@@ -388,9 +389,10 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 ]
                 for o in rows
             ]
-    op_cols = [
+    # e.g. host_self_us_base: the series' key, then the record's field without its unit
+    op_cols = ["calls_base", "calls_new", "calls_delta"] + [
         f"{s}_{k}"
-        for s in OP_COLUMNS
+        for s in SERIES_WORDS
         for k in ("base", "new", "delta", "low", "high", "exceeds_noise")
     ]
     return {

@@ -5,6 +5,7 @@ The planted pairs are CONSTRUCTED traces (tests/diff_traces.py); the CPU pairs a
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import re
@@ -158,6 +159,14 @@ def test_every_number_in_the_pdf_is_in_diff_json(planted: dict[str, Any]) -> Non
     assert not re.search(r"(src|href)=\"(?!data:)", html)  # nothing to fetch: data: URIs only
     assert doc["format"] == "nprof-diff"
     assert doc["format_version"] == 1
+    with (out / "tables" / "diff_ops.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(doc["pairs"][0]["ops"])
+    mm = next(r for r in rows if f"{r['context']} > {r['name']}" == MM)
+    assert (
+        float(mm["device_self_us_delta"]) == doc["pairs"][0]["ops"][0]["device_self_us"]["delta_us"]
+    )
+    assert mm["moved"] == "True"
     text = "\n".join(page.extract_text() for page in PdfReader(out / "diff.pdf").pages)
     assert doc["pairs"][0]["verdict"].split(";")[0].replace("\n", " ") in text.replace("\n", " ")
     _numbers_are_in(text, doc)
