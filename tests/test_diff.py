@@ -308,11 +308,18 @@ def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
     ok = _cli("check", same, "--baseline", base)
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == ""
-    bad = _cli("check", new, "--baseline", base, "--metric", "step", "--metric", "device")
+    bad = _cli(
+        "check", new, "--baseline", base, "--metric", "step", "--metric", "device",
+        "--out", tmp_path / "gate",
+    )  # fmt: skip
     assert bad.returncode == 1
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 2
     assert all(line.startswith("nprof-report: regression: ") for line in lines)
+    written = json.loads((tmp_path / "gate" / "diff.json").read_text())["check"]
+    assert written["passed"] is False
+    assert [r["failed"] for r in written["results"]] == [True, True]
+    assert str(tmp_path / "gate" / "diff.pdf") in bad.stdout.splitlines()
     op = _cli("check", new, "--baseline", base, "--op", "aten::mm", "--metric", "device")
     assert op.returncode == 1
     assert len(op.stderr.strip().splitlines()) == 1  # only the aten::mm under aten::linear
