@@ -6,8 +6,8 @@ is followed by changing this module alone.
 
 from __future__ import annotations
 
-from nprof_report.parse.inputs import Inputs, Source, resolve
+from nprof_report.parse.inputs import resolve
 from nprof_report.parse.kineto import TraceFrames
 from nprof_report.parse.parallel import load_sources
 
-__all__ = ["Inputs", "Source", "TraceFrames", "load_sources", "resolve"]
+__all__ = ["TraceFrames", "load_sources", "resolve"]
