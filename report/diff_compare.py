@@ -35,6 +35,9 @@ from nprof_report.report.diff_stats import (
 )
 
 MOVED_MIN_SHARE_PCT = 1.0
+# rows the pages show (diff.json and the CSVs hold every row)
+TOP_MOVERS = 10
+MAX_OP_ROWS = 40
 STEP_METRICS = {"step": "dur_us", "device": "device_us", "dispatch": "dispatch_us"}
 METRIC_WORDS = {
     "step": "step time",
@@ -289,6 +292,13 @@ def compare_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
         "base_steps": len(bp["steps"]),
         "new_steps": len(np_["steps"]),
         "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
+        "counts": {
+            "aligned": len(aligned),
+            "moved": sum(o["moved"] for o in aligned),
+            "added": len(added),
+            "removed": len(removed),
+            "kernels_changed": sum(o["kernels_changed"] for o in aligned),
+        },
         "metrics": metrics,
         "waterfall": waterfall(bp, np_),
         "ops": aligned,
@@ -311,6 +321,7 @@ def diff_document(base: Side, new: Side) -> dict[str, Any]:
             "min_steps": MIN_STEPS,
             "max_bootstrap_steps": MAX_BOOTSTRAP_STEPS,
             "moved_min_share_pct": MOVED_MIN_SHARE_PCT,
+            "pages_show": {"top_movers": TOP_MOVERS, "rows_per_table": MAX_OP_ROWS},
         },
         "pairs": [compare_pair(b, n) for b, n in pairs],
         "unpaired": notes,

@@ -18,12 +18,14 @@ import matplotlib.pyplot as plt
 import orjson
 
 from nprof_report.report.charts import _RC, _svg
+from nprof_report.report.diff_compare import (
+    MAX_OP_ROWS,
+    SERIES_WORDS,
+    STEP_METRICS,
+    TOP_MOVERS,
+)
 from nprof_report.report.diff_compare import METRIC_WORDS as STEP_WORDS
-from nprof_report.report.diff_compare import SERIES_WORDS, STEP_METRICS
 from nprof_report.report.render import environment, render_pdf
-
-TOP_MOVERS = 10
-MAX_OP_ROWS = 40  # per table in the pages; the CSVs hold every row
 
 
 @dataclass(frozen=True)
