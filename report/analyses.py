@@ -39,6 +39,7 @@ from nprof_report.report.breakdown import (
     op_context,
     timeline,
 )
+from nprof_report.report.diff_profile import diff_profile
 
 STEP_COLUMNS = pl.Schema(
     {
@@ -123,6 +124,7 @@ class ImplementationAnalysis:
     device_source: str
     neuron: list[NeuronFigures] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    diff_profile: dict[str, Any] | None = None  # what `diff` compares (report/diff_profile.py)
 
     def median_of(self, column: str) -> float:
         """Median over steps of a per-step column, in µs (counts as they are)."""
@@ -275,6 +277,7 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
     copy_rows = frames.device.filter(pl.col("cat") == "gpu_memcpy")
     copies = list(zip(copy_rows["start_ns"].to_list(), copy_rows["end_ns"].to_list()))
     links = frames.links.group_by("kind", "method").len()
+    gaps = device_gaps(ctx, frames.steps, busy, copies, loaded.neuron_loads)
     return ImplementationAnalysis(
         label=source.label,
         trace_path=str(source.trace),
@@ -289,7 +292,7 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
                 (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
             )["dur_ns"].to_list()
         ],
-        gaps=device_gaps(ctx, frames.steps, busy, copies, loaded.neuron_loads),
+        gaps=gaps,
         timeline=timeline(ctx, frames, busy),
         chains=op_chains(frames, ctx, extra),
         step_start_ns=dict(zip(frames.steps["step"].to_list(), frames.steps["start_ns"].to_list())),
@@ -304,4 +307,5 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
         device_source=loaded.device_source,
         neuron=[figures for _, figures in loaded.neuron],
         notes=notes,
+        diff_profile=diff_profile(frames, steps, busy, gaps, extra),
     )

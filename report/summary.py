@@ -5,7 +5,9 @@ Schema ``nprof-summary`` version 1 (documented in the README):
 * ``run``: provenance from the manifest (null fields when the input was a bare trace);
 * ``implementations[]``: per source, ``label``, ``trace``, ``status``, ``steps`` (per-step rows),
   ``step_time_us`` (n, median, mean, min, max, p25, p75, iqr, stdev), ``headline`` (the page-1
-  figures), ``top_ops`` and ``key_averages`` rows, ``links`` (count per kind and method);
+  figures), ``top_ops`` and ``key_averages`` rows, ``links`` (count per kind and method),
+  ``diff_profile`` (per-step op series and step parts that ``diff`` and ``check`` compare,
+  :mod:`~nprof_report.report.diff_profile`);
 * ``comparisons[]``: each implementation against the baseline (the first one);
 * ``findings[]``: ranked rule results, each with its evidence;
 * ``caveats[]``: recovered damage and warnings.
@@ -155,6 +157,7 @@ def build_summary(
                 "has_device_activities": a.has_device,
                 "device_time_source": a.device_source,
                 "neuron": [_neuron_record(f) for f in a.neuron],
+                "diff_profile": a.diff_profile,
             }
         )
     comparisons = []

@@ -19,6 +19,9 @@ from nprof_report import __version__, runtime
 from nprof_report.errors import NprofError
 from nprof_report.runtime import LEAVE_FAST
 
+# what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
+REGRESSION = "regression"
+
 
 def _shape(value: str) -> tuple[int, ...]:
     try:
@@ -221,6 +224,106 @@ def ops(
     return LEAVE_FAST
 
 
+@cli.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("nprof-diff"),
+    show_default=True,
+    help="Folder of diff.html, diff.pdf, diff.json and tables/diff_*.csv.",
+)
+@_jobs
+@_no_cache
+def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> str:
+    """Compare NEW against BASE: which ops moved beyond the noise, and where step time went.
+
+    BASE and NEW are anything build accepts, or a stored summary.json / diff.json; runs are
+    compared implementation by implementation. Prints the paths written.
+    """
+    runtime.prestart([base, new])
+    from nprof_report.report.diff_build import diff_report
+
+    for written in diff_report(base, new, out=out, jobs=jobs, use_cache=not no_cache):
+        click.echo(str(written))
+    return LEAVE_FAST
+
+
+def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
+    from nprof_report.report.diff_check import parse_threshold
+
+    try:
+        return parse_threshold(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@cli.command("check")
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option(
+    "--baseline",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="A run, bundle or trace, or a stored summary.json / diff.json.",
+)
+@click.option(
+    "--max-regression",
+    default="5%",
+    show_default=True,
+    callback=_threshold,
+    help="Allowed slowdown, in percent of the baseline's median.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    type=click.Choice(["step", "device", "dispatch"]),
+    help="What to check (repeatable) [default: step].",
+)
+@click.option("--op", "ops", multiple=True, help="Check these ops' metrics instead (repeatable).")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Also write diff.html, diff.pdf, diff.json and CSVs here.",
+)
+@_jobs
+@_no_cache
+def check_command(
+    new: Path,
+    baseline: Path,
+    max_regression: float,
+    metrics: tuple[str, ...],
+    ops: tuple[str, ...],
+    out: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+) -> str:
+    """Exit 1 when NEW regressed against the baseline beyond the threshold and the noise.
+
+    Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
+    """
+    runtime.prestart([baseline, new])
+    from nprof_report.report.diff_build import check_regression
+
+    failures, written = check_regression(
+        new,
+        baseline,
+        max_regression_pct=max_regression,
+        metrics=list(metrics) or ["step"],
+        ops=list(ops),
+        out=out,
+        jobs=jobs,
+        use_cache=not no_cache,
+    )
+    for path in written:
+        click.echo(str(path))
+    for line in failures:
+        click.echo(f"nprof-report: regression: {line}", err=True)
+    return REGRESSION if failures else LEAVE_FAST
+
+
 class _Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is: what is being written is cleaned up or left whole."""
 
@@ -272,8 +375,8 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
-    if code == LEAVE_FAST:
-        runtime.leave()
+    if code in (LEAVE_FAST, REGRESSION):
+        runtime.leave(1 if code == REGRESSION else 0)
 
 
 def _quiet_stdout() -> None:

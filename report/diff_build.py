@@ -1,0 +1,65 @@
+"""``nprof-report diff`` and ``check``: two sides in, the comparison's files and verdicts out.
+
+Files go through :func:`~nprof_report.report.publish.publish`, like ``build``'s: each replaced
+atomically once all are complete, nothing else in the folder touched. A diff keeps its own record
+of written files (``.nprof-diff.json``), so a diff written where ``build`` wrote a report leaves
+that report alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from nprof_report.report.diff_check import check
+from nprof_report.report.diff_compare import diff_document
+from nprof_report.report.diff_inputs import load_side
+from nprof_report.report.diff_render import diff_files
+from nprof_report.report.publish import publish
+
+DEFAULT_OUT = Path("nprof-diff")
+
+
+def compare(
+    base: Path, new: Path, *, jobs: int | None = None, use_cache: bool = True
+) -> dict[str, Any]:
+    """The ``diff.json`` document of BASE against NEW."""
+    return diff_document(
+        load_side(base, jobs=jobs, use_cache=use_cache),
+        load_side(new, jobs=jobs, use_cache=use_cache),
+    )
+
+
+def diff_report(
+    base: Path,
+    new: Path,
+    *,
+    out: Path | None = None,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> list[Path]:
+    """Write diff.html, diff.pdf, diff.json and tables/diff_*.csv; return their paths."""
+    doc = compare(base, new, jobs=jobs, use_cache=use_cache)
+    return _publish(out or DEFAULT_OUT, doc)
+
+
+def _publish(out: Path, doc: dict[str, Any]) -> list[Path]:
+    return publish(out, diff_files(doc), kind="diff")
+
+
+def check_regression(
+    new: Path,
+    baseline: Path,
+    *,
+    max_regression_pct: float,
+    metrics: list[str],
+    ops: list[str],
+    out: Path | None = None,
+    jobs: int | None = None,
+    use_cache: bool = True,
+) -> tuple[list[str], list[Path]]:
+    """One line per failing metric (none: no regression), and the files written to ``out``."""
+    doc = compare(baseline, new, jobs=jobs, use_cache=use_cache)
+    failures = check(doc, max_regression_pct=max_regression_pct, metrics=metrics, ops=ops)
+    written = _publish(out, doc) if out is not None else []
+    return failures, written

@@ -1,0 +1,106 @@
+"""``check``: is NEW a regression against the baseline, beyond the threshold and the noise?
+
+A metric fails when the lower end of its 95 % interval (:mod:`~nprof_report.report.diff_stats`)
+lies above ``max_regression_pct`` of BASE's median: the regression is larger than the threshold
+even at the favourable end of the noise. With too few steps to estimate the noise the
+difference itself is compared with the threshold.
+
+Metrics: ``step`` (step time), ``device`` (device time per step), ``dispatch`` (host dispatch
+per step: the summed duration of the top-level ops). With ops named, the same metrics of those
+ops instead: host total time per step, device total time per step, launch latency.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nprof_report.errors import InputError
+from nprof_report.report.diff_compare import METRIC_WORDS, SERIES_WORDS
+
+OP_METRICS = {"step": "host_total_us", "device": "device_total_us", "dispatch": "launch_us"}
+DEFAULT_MAX_REGRESSION_PCT = 5.0
+
+
+def parse_threshold(text: str) -> float:
+    """``5%`` or ``5`` -> 5.0 (percent)."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not a percentage like 5%") from None
+    if not value >= 0:
+        raise ValueError(f"{text!r} is not a percentage like 5%")
+    return value
+
+
+def _matches(op: dict[str, Any], wanted: str) -> bool:
+    return wanted in (op["name"], " > ".join([*op["context"], op["name"]]))
+
+
+def _targets(
+    pair: dict[str, Any], metric: str, ops: list[str], where: str
+) -> list[tuple[str, dict[str, Any] | None]]:
+    """(what, difference record) for the metric of the pair, or of each named op."""
+    if not ops:
+        return [(METRIC_WORDS[metric], pair["metrics"][metric])]
+    out = []
+    for wanted in ops:
+        found = [o for o in pair["ops"] if _matches(o, wanted)]
+        if not found:
+            raise InputError(where, f"--op {wanted}: no op of that name in both BASE and NEW")
+        for o in found:
+            label = " > ".join([*o["context"], o["name"]])
+            out.append((f"{label} {SERIES_WORDS[OP_METRICS[metric]]}", o[OP_METRICS[metric]]))
+    return out
+
+
+def check(
+    doc: dict[str, Any], *, max_regression_pct: float, metrics: list[str], ops: list[str]
+) -> list[str]:
+    """Judge the diff; record the verdicts in ``doc["check"]``; return one line per failure."""
+    where = doc["sides"]["new"]["path"]
+    results: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for pair in doc["pairs"]:
+        for metric in metrics:
+            for what, rec in _targets(pair, metric, ops, where):
+                if rec is None or rec["delta_pct"] is None:
+                    raise InputError(
+                        where,
+                        f"{pair['label']}: no {what} in BASE to compare (--metric {metric})",
+                    )
+                bound = rec["low_pct"] if rec["low_pct"] is not None else rec["delta_pct"]
+                failed = bound > max_regression_pct
+                results.append(
+                    {
+                        "label": pair["label"],
+                        "metric": metric,
+                        "what": what,
+                        "delta_pct": rec["delta_pct"],
+                        "low_pct": rec["low_pct"],
+                        "high_pct": rec["high_pct"],
+                        "failed": failed,
+                    }
+                )
+                if failed:
+                    failures.append(_line(pair["label"], what, rec, max_regression_pct))
+    doc["check"] = {
+        "max_regression_pct": max_regression_pct,
+        "metrics": metrics,
+        "ops": ops,
+        "rule": "fails when the lower end of the interval exceeds the threshold",
+        "results": results,
+        "passed": not failures,
+    }
+    return failures
+
+
+def _line(label: str, what: str, rec: dict[str, Any], threshold: float) -> str:
+    interval = (
+        f"interval {rec['low_pct']:+.1f} % to {rec['high_pct']:+.1f} %"
+        if rec["low_pct"] is not None
+        else "noise not estimable"
+    )
+    return (
+        f"{label}: {what} {rec['delta_pct']:+.1f} % ({rec['base_us']} -> {rec['new_us']} µs; "
+        f"{interval}) exceeds the {threshold:g} % allowed"
+    )

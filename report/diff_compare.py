@@ -1,0 +1,330 @@
+"""BASE against NEW: per implementation, step metrics, aligned ops, the waterfall and a verdict.
+
+Implementations are paired by label (a run's implementation names); two sides of one
+implementation each are paired whatever their labels. Ops are aligned by path
+(:mod:`~nprof_report.report.diff_profile`): name plus enclosing ops. Every difference is NEW's
+median over steps minus BASE's, with the interval of :mod:`~nprof_report.report.diff_stats`.
+
+An aligned op has *moved* when the larger of its host self and device self differences (its
+*impact* on the step) exceeds the noise and is at least :data:`MOVED_MIN_SHARE_PCT` of BASE's
+median step time: with dozens of ops, some 95 % intervals exclude zero by chance, and those
+differences are tiny beside the step.
+
+The waterfall splits the step-time difference into parts that add up to it: per side, the
+parts of the middle step (the two middle steps averaged when their count is even, as the median
+is), so each side's parts sum to its median step time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from nprof_report import __version__
+from nprof_report.errors import InputError
+from nprof_report.report.diff_inputs import DIFF_FORMAT, DIFF_VERSION, Side
+from nprof_report.report.diff_profile import OP_SERIES, PARTS
+from nprof_report.report.diff_stats import (
+    CONFIDENCE,
+    MAX_BOOTSTRAP_STEPS,
+    METHOD,
+    MIN_STEPS,
+    RESAMPLES,
+    Difference,
+    difference,
+)
+
+MOVED_MIN_SHARE_PCT = 1.0
+# rows the pages show (diff.json and the CSVs hold every row)
+TOP_MOVERS = 10
+MAX_OP_ROWS = 40
+STEP_METRICS = {"step": "dur_us", "device": "device_us", "dispatch": "dispatch_us"}
+METRIC_WORDS = {
+    "step": "step time",
+    "device": "device time per step",
+    "dispatch": "host dispatch per step",
+}
+SERIES_WORDS = {
+    "host_self_us": "host self time",
+    "host_total_us": "host total time",
+    "device_self_us": "device time",
+    "device_total_us": "device total time",
+    "launch_us": "launch latency",
+}
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def _pct(x: float | None, base: float) -> float | None:
+    return None if (x is None or not base) else round(100 * x / base, 2)
+
+
+def difference_record(d: Difference | None) -> dict[str, Any] | None:
+    """A difference as diff.json keeps it (µs; percentages of BASE's median)."""
+    if d is None:
+        return None
+    low_pct, high_pct = _pct(d.low, d.base), _pct(d.high, d.base)
+    return {
+        "base_us": _r(d.base),
+        "new_us": _r(d.new),
+        "delta_us": _r(d.delta),
+        "delta_pct": _pct(d.delta, d.base),
+        "low_us": _r(d.low),
+        "high_us": _r(d.high),
+        "low_pct": low_pct,
+        "high_pct": high_pct,
+        # the ± of the verdict
+        "half_width_pct": None
+        if (low_pct is None or high_pct is None)
+        else round((high_pct - low_pct) / 2, 2),
+        "exceeds_noise": d.exceeds_noise,
+    }
+
+
+def pair(base: Side, new: Side) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
+    """Implementations paired by label, and a note for each one left without a partner."""
+    if len(base.implementations) == 1 and len(new.implementations) == 1:
+        return [(base.implementations[0], new.implementations[0])], []
+    by_label = {i["label"]: i for i in new.implementations}
+    pairs = [(b, by_label[b["label"]]) for b in base.implementations if b["label"] in by_label]
+    paired = {b["label"] for b, _ in pairs}
+    notes = [
+        f"only in BASE: {i['label']}" for i in base.implementations if i["label"] not in paired
+    ]
+    notes += [f"only in NEW: {i['label']}" for i in new.implementations if i["label"] not in paired]
+    if not pairs:
+        raise InputError(
+            new.path,
+            "shares no implementation name with " + str(base.path),
+            "BASE has "
+            + ", ".join(i["label"] for i in base.implementations)
+            + "; NEW has "
+            + ", ".join(i["label"] for i in new.implementations),
+        )
+    return pairs, notes
+
+
+def _step_values(impl: dict[str, Any], column: str) -> list[float]:
+    return [r[column] for r in impl["steps"] if r.get(column) is not None]
+
+
+def _middle(values: list[float], order: list[int]) -> float:
+    """Mean of ``values`` at the middle position(s) of ``order``."""
+    n = len(order)
+    mid = [order[(n - 1) // 2], order[n // 2]]
+    return (values[mid[0]] + values[mid[1]]) / 2
+
+
+def waterfall(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+    """The median step's parts on each side and their differences (adding up to the total)."""
+    sides = []
+    for profile in (base, new):
+        steps = profile["step_us"]
+        if not steps:
+            return None
+        order = sorted(range(len(steps)), key=lambda i: (steps[i], profile["steps"][i]))
+        parts = {p: _middle(profile["parts_us"].get(p, [0.0] * len(steps)), order) for p in PARTS}
+        sides.append((_middle(steps, order), parts))
+    (b_step, b_parts), (n_step, n_parts) = sides
+    rows = [
+        {
+            "part": p,
+            "base_us": _r(b_parts[p], 4),
+            "new_us": _r(n_parts[p], 4),
+            "delta_us": _r(n_parts[p] - b_parts[p], 4),
+        }
+        for p in PARTS
+        if b_parts[p] or n_parts[p]
+    ]
+    return {
+        "base_step_us": _r(b_step, 4),
+        "new_step_us": _r(n_step, 4),
+        "total_delta_us": _r(n_step - b_step, 4),
+        "parts": rows,
+    }
+
+
+def _key(op: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    return tuple(op["context"]), op["name"]
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _impact(series: dict[str, Any]) -> tuple[str, float]:
+    """Which of host self and device self moved more, and by how much."""
+    host, dev = series["host_self_us"], series["device_self_us"]
+    h = (host or {}).get("delta_us") or 0.0
+    d = (dev or {}).get("delta_us") or 0.0
+    return ("device_self_us", d) if abs(d) > abs(h) else ("host_self_us", h)
+
+
+def align_ops(
+    base: dict[str, Any], new: dict[str, Any], base_step_us: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Aligned ops (sorted, moved first, by impact), then added and removed ones."""
+    b_ops = {_key(o): o for o in base["ops"]}
+    n_ops = {_key(o): o for o in new["ops"]}
+    floor = base_step_us * MOVED_MIN_SHARE_PCT / 100
+    aligned = []
+    for key in b_ops.keys() & n_ops.keys():
+        b, n = b_ops[key], n_ops[key]
+        series = {
+            s: difference_record(
+                difference(
+                    [v for v in b[s] if v is not None],
+                    [v for v in n[s] if v is not None],
+                )
+            )
+            for s in (*OP_SERIES[1:], "launch_us")
+        }
+        calls_b, calls_n = _median(b["calls"]), _median(n["calls"])
+        series["calls"] = {
+            "base": calls_b,
+            "new": calls_n,
+            "delta": None if (calls_b is None or calls_n is None) else calls_n - calls_b,
+        }
+        metric, impact = _impact(series)
+        noisy = (series[metric] or {}).get("exceeds_noise")
+        aligned.append(
+            {
+                "name": b["name"],
+                "context": b["context"],
+                "kind": b["kind"],
+                **series,
+                "impact_metric": metric,
+                "impact_us": _r(impact),
+                "moved": bool(noisy) and abs(impact) >= floor,
+                "kernels_base": b["kernels"],
+                "kernels_new": n["kernels"],
+                "kernels_changed": b["kernels"] != n["kernels"],
+            }
+        )
+    aligned.sort(
+        key=lambda o: (not o["moved"], -abs(o["impact_us"] or 0.0), o["context"], o["name"])
+    )
+    return aligned, _only(n_ops, b_ops, +1), _only(b_ops, n_ops, -1)
+
+
+def _only(
+    these: dict[Any, dict[str, Any]], others: dict[Any, dict[str, Any]], sign: int
+) -> list[dict[str, Any]]:
+    """Ops of ``these`` that ``others`` lacks, with their medians; impact signed by ``sign``."""
+    rows = []
+    for key in these.keys() - others.keys():
+        o = these[key]
+        medians = {s: _r(_median(o[s])) for s in (*OP_SERIES, "launch_us")}
+        host, dev = medians["host_self_us"] or 0.0, medians["device_self_us"] or 0.0
+        metric = "device_self_us" if dev > host else "host_self_us"
+        rows.append(
+            {
+                "name": o["name"],
+                "context": o["context"],
+                "kind": o["kind"],
+                **medians,
+                "impact_metric": metric,
+                "impact_us": _r(sign * max(host, dev)),
+                "kernels": o["kernels"],
+            }
+        )
+    rows.sort(key=lambda o: (-abs(o["impact_us"] or 0.0), o["context"], o["name"]))
+    return rows
+
+
+def _label(op: dict[str, Any]) -> str:
+    return " > ".join([*op["context"], op["name"]])
+
+
+def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
+    """The first sentence of the report: how much slower or faster, and where it comes from."""
+    if step is None or step["delta_pct"] is None:
+        return "No step time to compare: the traces hold no ProfilerStep#N annotations."
+    pct = step["delta_pct"]
+    way = "slower" if pct > 0 else "faster"
+    if step["low_pct"] is None:
+        return (
+            f"NEW is {abs(pct):.1f} % {way} per step; too few steps (fewer than {MIN_STEPS} on "
+            "a side) to tell whether that exceeds the noise."
+        )
+    spread = step["half_width_pct"]
+    interval = f"{CONFIDENCE} % interval {step['low_pct']:+.1f} % to {step['high_pct']:+.1f} %"
+    if not step["exceeds_noise"]:
+        return (
+            f"No step-time difference beyond the noise: NEW is {abs(pct):.1f} % ± {spread:.1f} % "
+            f"{way} per step ({interval})."
+        )
+    text = f"NEW is {abs(pct):.1f} % ± {spread:.1f} % {way} per step ({interval})"
+    delta = step["delta_us"]
+    same_way = [o for o in ops if o["impact_us"] and (o["impact_us"] > 0) == (delta > 0)]
+    if same_way and delta:
+        top = max(same_way, key=lambda o: abs(o["impact_us"]))
+        share = top["share_of_step_delta_pct"]
+        text += f"; {share:.0f} % of it is {_label(top)}'s {SERIES_WORDS[top['impact_metric']]}"
+    return text + "."
+
+
+def compare_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """One implementation's comparison."""
+    metrics = {
+        m: difference_record(difference(_step_values(base, col), _step_values(new, col)))
+        for m, col in STEP_METRICS.items()
+    }
+    step = metrics["step"]
+    bp, np_ = base["diff_profile"], new["diff_profile"]
+    aligned, added, removed = align_ops(bp, np_, (step or {}).get("base_us") or 0.0)
+    step_delta = (step or {}).get("delta_us")
+    for op in [*aligned, *added, *removed]:
+        op["share_of_step_delta_pct"] = (
+            round(100 * op["impact_us"] / step_delta, 1)
+            if (step_delta and op["impact_us"] is not None)
+            else None
+        )
+    return {
+        "label": new["label"]
+        if new["label"] == base["label"]
+        else f"{base['label']} → {new['label']}",
+        "base_label": base["label"],
+        "new_label": new["label"],
+        "base_steps": len(bp["steps"]),
+        "new_steps": len(np_["steps"]),
+        "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
+        "counts": {
+            "aligned": len(aligned),
+            "moved": sum(o["moved"] for o in aligned),
+            "added": len(added),
+            "removed": len(removed),
+            "kernels_changed": sum(o["kernels_changed"] for o in aligned),
+        },
+        "metrics": metrics,
+        "waterfall": waterfall(bp, np_),
+        "ops": aligned,
+        "added": added,
+        "removed": removed,
+    }
+
+
+def diff_document(base: Side, new: Side) -> dict[str, Any]:
+    """The ``diff.json`` document (format ``nprof-diff`` version 1)."""
+    pairs, notes = pair(base, new)
+    return {
+        "format": DIFF_FORMAT,
+        "format_version": DIFF_VERSION,
+        "tool_version": __version__,
+        "method": {
+            "interval": METHOD,
+            "confidence_pct": CONFIDENCE,
+            "resamples": RESAMPLES,
+            "min_steps": MIN_STEPS,
+            "max_bootstrap_steps": MAX_BOOTSTRAP_STEPS,
+            "moved_min_share_pct": MOVED_MIN_SHARE_PCT,
+            "pages_show": {"top_movers": TOP_MOVERS, "rows_per_table": MAX_OP_ROWS},
+        },
+        "pairs": [compare_pair(b, n) for b, n in pairs],
+        "unpaired": notes,
+        "caveats": [f"BASE: {c}" for c in base.caveats] + [f"NEW: {c}" for c in new.caveats],
+        "sides": {"base": base.record(), "new": new.record()},
+    }

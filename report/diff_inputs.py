@@ -1,0 +1,132 @@
+"""One side of a diff: captures to analyse, or a stored ``summary.json`` / ``diff.json``.
+
+Whatever the input, a side ends up as ``summary.json``'s implementation records (label, trace,
+headline, per-step rows, ``diff_profile``), so a baseline kept in a repository compares exactly
+like the traces it was built from. A stored ``diff.json`` stands for its NEW side: the state
+that was last checked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from nprof_report.errors import InputError
+from nprof_report.report.analyses import analyse
+from nprof_report.report.build import convert_neuron_traces
+from nprof_report.parse import load_sources, resolve
+from nprof_report.report.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
+
+DIFF_FORMAT = "nprof-diff"
+DIFF_VERSION = 1
+# the implementation fields a side keeps (enough to serve again as a baseline)
+SIDE_FIELDS = ("label", "trace", "description", "headline", "step_time_us", "steps", "diff_profile")
+# summary.json and diff.json are written with sorted keys: "format" follows "caveats",
+# "check", "comparisons" and "findings", all short
+_SNIFF_BYTES = 1 << 20
+_FORMAT_KEY = re.compile(rb'"format":\s*"nprof-(?:summary|diff)"')
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one side of a diff holds."""
+
+    path: Path
+    kind: str  # "capture", "summary.json" or "diff.json"
+    implementations: list[dict[str, Any]]
+    run: dict[str, Any] | None = None
+    caveats: list[str] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """The side as ``diff.json`` keeps it."""
+        return {
+            "path": str(self.path),
+            "kind": self.kind,
+            "run": self.run,
+            "implementations": self.implementations,
+        }
+
+
+def _stored_document(path: Path) -> dict[str, Any] | None:
+    """The summary or diff document in ``path``, or None when it is something else (a trace).
+
+    Only a file whose first MiB names one of the two formats is parsed here: a trace is left to
+    the streaming reader, which never holds it whole.
+    """
+    if not path.is_file() or path.suffix != ".json":
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+        if not _FORMAT_KEY.search(head):
+            return None
+        doc = orjson.loads(path.read_bytes())
+    except (orjson.JSONDecodeError, OSError):
+        return None  # the trace reader gives the error a trace deserves
+    if isinstance(doc, dict) and doc.get("format") in (SUMMARY_FORMAT, DIFF_FORMAT):
+        return doc
+    return None
+
+
+def _keep(impl: dict[str, Any]) -> dict[str, Any]:
+    return {k: impl.get(k) for k in SIDE_FIELDS}
+
+
+def _from_document(path: Path, doc: dict[str, Any]) -> Side:
+    fmt = doc["format"]
+    expected = SUMMARY_VERSION if fmt == SUMMARY_FORMAT else DIFF_VERSION
+    if doc.get("format_version") != expected:
+        raise InputError(
+            path,
+            f"is {fmt} version {doc.get('format_version')}; this nprof-report reads version "
+            f"{expected}",
+        )
+    try:
+        if fmt == SUMMARY_FORMAT:
+            impls, run, kind = doc["implementations"], doc.get("run"), "summary.json"
+        else:
+            new = doc["sides"]["new"]
+            impls, run, kind = new["implementations"], new.get("run"), "diff.json"
+        kept = [_keep(i) for i in impls]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InputError(path, f"is not a complete {fmt} document (missing {exc})") from exc
+    if not kept:
+        raise InputError(path, "holds no implementation to compare")
+    for impl in kept:
+        profile = impl["diff_profile"]
+        if not isinstance(profile, dict) or not {"steps", "step_us", "parts_us", "ops"} <= set(
+            profile
+        ):
+            raise InputError(
+                path,
+                f"implementation {impl['label']!r} has no diff_profile",
+                "it was written by an older nprof-report: build it again from its traces",
+            )
+    return Side(path, kind, kept, run, [])
+
+
+def load_side(path: Path, *, jobs: int | None = None, use_cache: bool = True) -> Side:
+    """Analyse ``path`` (anything ``build`` accepts) or read the stored document it is."""
+    path = Path(path)
+    doc = _stored_document(path)
+    if doc is not None:
+        return _from_document(path, doc)
+    resolved = resolve(path)
+    sources = [s for s in resolved.sources if s.trace is not None]
+    if not sources:
+        raise InputError(path, "holds no trace.json to compare")
+    caveats = list(resolved.notes) + convert_neuron_traces(sources)
+    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
+    analyses = [analyse(loaded) for loaded in loading]
+    summary = build_summary(analyses, resolved.manifest, caveats)
+    return Side(
+        path,
+        "capture",
+        [_keep(i) for i in summary["implementations"]],
+        summary["run"],
+        summary["caveats"],
+    )

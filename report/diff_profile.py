@@ -1,0 +1,322 @@
+"""What a diff compares, per step: each op in its context, and where the step's time went.
+
+*Op paths.* An op is identified by its name and the chain of what encloses it: framework ops,
+``record_function`` scopes and ``nn.Module`` frames (``ProfilerStep#N`` and other Python frames
+are left out, they differ from run to run). ``aten::mm`` under ``aten::linear`` and a bare
+``aten::mm`` are two paths; the same op called twice in one context is one path with two calls.
+Kernels are not part of the path, so a renamed kernel under the same op keeps its row.
+
+Per path and step: ``calls``; host ``self``/``total`` (the ops' self time and duration, summed);
+device ``self`` (activities the op launched itself, or Neuron execution time attributed to it)
+and ``total`` (its whole subtree's); ``launch`` (median runtime call start -> device start of
+what it launched; null without launches).
+
+*Step parts.* Each step's duration split into parts that add up to it. With device activity in
+the step: the device's busy time (*device execution*) plus its idle gaps by cause
+(:func:`~nprof_report.report.breakdown.device_gaps`). Without: the host breakdown (framework
+dispatch, runtime calls, waiting on the device, outside ops).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from nprof_report.report.breakdown import merge_intervals
+from nprof_report.parse import TraceFrames
+
+PARTS = (
+    "framework dispatch",
+    "runtime calls",
+    "device execution",
+    "device idle / waiting",
+    "transfers",
+    "compilation or loading",
+    "outside ops",
+)
+_GAP_PART = {
+    "host dispatch": "framework dispatch",
+    "runtime call": "runtime calls",
+    "synchronization": "device idle / waiting",
+    "transfer": "transfers",
+    "compilation or loading": "compilation or loading",
+    "host outside ops": "outside ops",
+}
+_HOST_PART = {
+    "host_framework_ns": "framework dispatch",
+    "host_runtime_ns": "runtime calls",
+    "host_sync_ns": "device idle / waiting",
+    "host_outside_ns": "outside ops",
+}
+OP_SERIES = ("calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us")
+MAX_KERNEL_NAMES = 4
+
+
+def _counts_as_context(cls: str, name: str) -> bool:
+    if cls in ("op", "annotation"):
+        return not name.startswith("ProfilerStep#")
+    return cls == "python" and name.startswith("nn.Module:")
+
+
+def op_paths(ops: pl.DataFrame) -> tuple[dict[int, int], list[tuple[int, str, str]]]:
+    """Each op or scope's path id, and the paths as ``(parent path id or -1, name, kind)``.
+
+    Paths are interned: a path is its parent path plus a name, so memory stays one entry per
+    distinct path however deep the nesting.
+    """
+    order = ops.sort("depth").select(
+        "event_id", "parent_id", pl.col("cls").cast(pl.String), pl.col("name").cast(pl.String)
+    )
+    chain: dict[int, int] = {}  # event -> path id of the innermost context at or above it
+    ids: dict[tuple[int, str], int] = {}
+    paths: list[tuple[int, str, str]] = []
+    of_event: dict[int, int] = {}
+    for eid, parent, cls, name in order.iter_rows():
+        above = chain.get(parent, -1) if parent is not None else -1
+        if not _counts_as_context(cls, name):
+            chain[eid] = above
+            continue
+        key = (above, name)
+        pid = ids.get(key)
+        if pid is None:
+            pid = ids[key] = len(paths)
+            paths.append((above, name, "module" if cls == "python" else cls))
+        chain[eid] = pid
+        if cls != "python":
+            of_event[eid] = pid
+    return of_event, paths
+
+
+def _names(paths: list[tuple[int, str, str]], pid: int) -> list[str]:
+    out = []
+    while pid >= 0:
+        parent, name, _ = paths[pid]
+        out.append(name)
+        pid = parent
+    return out[::-1]
+
+
+def _device_rows(frames: TraceFrames, extra_device_ns: dict[int, int]) -> pl.DataFrame:
+    """``event_id`` (the launching op), ``dev_ns``, ``kernel`` for every device activity."""
+    linked = (
+        frames.links.filter(pl.col("kind") == "op->device")
+        .join(
+            frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns", "name"),
+            on="dst_id",
+        )
+        .select(
+            pl.col("src_id").alias("event_id"),
+            pl.col("dur_ns").alias("dev_ns"),
+            pl.col("name").cast(pl.String).alias("kernel"),
+        )
+    )
+    extra = pl.DataFrame(
+        {
+            "event_id": list(extra_device_ns),
+            "dev_ns": list(extra_device_ns.values()),
+            "kernel": ["Neuron hardware execution"] * len(extra_device_ns),
+        },
+        schema=linked.schema,
+    )
+    return pl.concat([linked, extra])
+
+
+def _launches(frames: TraceFrames) -> pl.DataFrame:
+    """``event_id`` (the op that made the runtime call), ``launch_ns`` (device start - call start)."""
+    op_rt = frames.links.filter(pl.col("kind") == "op->runtime").select(
+        pl.col("src_id").alias("event_id"), pl.col("dst_id").alias("rt_id")
+    )
+    rt_dev = frames.links.filter(pl.col("kind") == "runtime->device").select(
+        pl.col("src_id").alias("rt_id"), pl.col("dst_id").alias("dev_id")
+    )
+    return (
+        op_rt.join(rt_dev, on="rt_id")
+        .join(frames.ops.select(pl.col("event_id").alias("rt_id"), "start_ns"), on="rt_id")
+        .join(
+            frames.device.select(
+                pl.col("event_id").alias("dev_id"), pl.col("start_ns").alias("d0")
+            ),
+            on="dev_id",
+        )
+        .select("event_id", launch_ns=pl.col("d0") - pl.col("start_ns"))
+    )
+
+
+def _us(values: list[Any]) -> list[float | None]:
+    return [None if v is None else round(v / 1000, 3) for v in values]
+
+
+def op_series(
+    frames: TraceFrames, extra_device_ns: dict[int, int], steps: list[int]
+) -> list[dict[str, Any]]:
+    """Per op path: its name, context, kind, kernels and one value per step of each series."""
+    of_event, paths = op_paths(frames.ops)
+    if not of_event:
+        return []
+    ev = pl.DataFrame(
+        {"event_id": list(of_event), "path": list(of_event.values())},
+        schema={"event_id": pl.Int64, "path": pl.Int64},
+    )
+    ops = frames.ops.select("event_id", "parent_id", "step", "self_ns", "dur_ns").join(
+        ev, on="event_id"
+    )
+    ops = ops.filter(pl.col("step").is_not_null())
+    dev = _device_rows(frames, extra_device_ns)
+    parent_of = dict(zip(frames.ops["event_id"].to_list(), frames.ops["parent_id"].to_list()))
+    # device total: each activity counts for the op that launched it and every op around it
+    up_ids: list[int] = []
+    up_ns: list[int] = []
+    for eid, ns in zip(dev["event_id"].to_list(), dev["dev_ns"].to_list()):
+        cur: int | None = eid
+        while cur is not None:
+            if cur in of_event:
+                up_ids.append(cur)
+                up_ns.append(ns)
+            cur = parent_of.get(cur)
+    total = (
+        pl.DataFrame(
+            {"event_id": up_ids, "ns": up_ns}, schema={"event_id": pl.Int64, "ns": pl.Int64}
+        )
+        .group_by("event_id")
+        .agg(device_total_ns=pl.col("ns").sum())
+    )
+    self_dev = dev.group_by("event_id").agg(device_self_ns=pl.col("dev_ns").sum())
+    launch = _launches(frames)
+    per_event = (
+        ops.join(self_dev, on="event_id", how="left")
+        .join(total, on="event_id", how="left")
+        .with_columns(pl.col("device_self_ns", "device_total_ns").fill_null(0))
+    )
+    per_step = per_event.group_by("path", "step").agg(
+        calls=pl.len(),
+        host_self_ns=pl.col("self_ns").sum(),
+        host_total_ns=pl.col("dur_ns").sum(),
+        device_self_ns=pl.col("device_self_ns").sum(),
+        device_total_ns=pl.col("device_total_ns").sum(),
+    )
+    launch_step = (
+        launch.join(ops.select("event_id", "path", "step"), on="event_id")
+        .group_by("path", "step")
+        .agg(launch_ns=pl.col("launch_ns").median())
+    )
+    per_step = per_step.join(launch_step, on=["path", "step"], how="left")
+    kernels = (
+        dev.join(ops.select("event_id", "path"), on="event_id")
+        .group_by("path")
+        .agg(pl.col("kernel").unique().sort())
+    )
+    kernels_of = dict(zip(kernels["path"].to_list(), kernels["kernel"].to_list()))
+    if per_step.is_empty():
+        return []
+    # one row per path, one column per step, filled in one assignment per series
+    per_step = per_step.join(
+        pl.DataFrame(
+            {"step": steps, "col": range(len(steps))}, schema={"step": pl.Int32, "col": pl.Int64}
+        ),
+        on="step",
+    ).with_columns(row=pl.col("path").rank("dense").cast(pl.Int64) - 1)
+    path_of_row = per_step.group_by("row").agg(pl.col("path").first()).sort("row")["path"].to_list()
+    rows, cols = per_step["row"].to_numpy(), per_step["col"].to_numpy()
+    shape = (len(path_of_row), len(steps))
+    table: dict[str, np.ndarray] = {}
+    for k in OP_SERIES:
+        column = k if k == "calls" else k[:-3] + "_ns"
+        table[k] = np.zeros(shape, dtype=np.int64)
+        table[k][rows, cols] = per_step[column].to_numpy()
+    latency = np.full(shape, np.nan)
+    latency[rows, cols] = per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    records = []
+    for row, pid in enumerate(path_of_row):
+        names = _names(paths, pid)
+        records.append(
+            {
+                "name": names[-1],
+                "context": names[:-1],
+                "kind": paths[pid][2],
+                "kernels": kernels_of.get(pid, [])[:MAX_KERNEL_NAMES],
+                "calls": table["calls"][row].tolist(),
+                # ns / 1000 is already the nearest double to the three-decimal µs figure
+                **{k: (table[k][row] / 1000).tolist() for k in OP_SERIES[1:]},
+                "launch_us": [
+                    None if v != v else round(v / 1000, 3) for v in latency[row].tolist()
+                ],
+            }
+        )
+    records.sort(key=lambda r: (r["context"], r["name"]))
+    return records
+
+
+def step_parts(
+    frames: TraceFrames,
+    steps: pl.DataFrame,
+    busy: list[tuple[int, int]],
+    gaps: pl.DataFrame,
+) -> dict[str, list[float]]:
+    """Per part, one value per step (µs); the parts of a step add up to its duration.
+
+    ``steps`` are the per-step rows of :func:`~nprof_report.report.analyses.per_step` (host
+    breakdown columns), ``busy`` the device's busy intervals and ``gaps`` the device idle gaps.
+    """
+    busy_ns = _busy_within(
+        merge_intervals(busy), frames.steps.select("step", "start_ns", "end_ns"), steps["step"]
+    )
+    gap_ns: dict[tuple[int, str], int] = {}
+    for step, dur, cause in zip(gaps["step"], gaps["dur_ns"], gaps["cause"]):
+        key = (step, _GAP_PART[cause])
+        gap_ns[key] = gap_ns.get(key, 0) + dur
+    parts: dict[str, list[float]] = {p: [] for p in PARTS}
+    for row, busy_in in zip(steps.iter_rows(named=True), busy_ns):
+        values = dict.fromkeys(PARTS, 0)
+        if busy_in > 0:
+            values["device execution"] = busy_in
+            for p in PARTS:
+                values[p] += gap_ns.get((row["step"], p), 0)
+        else:
+            for col, p in _HOST_PART.items():
+                values[p] += row[col]
+        for p in PARTS:
+            parts[p].append(round(values[p] / 1000, 3))
+    return parts
+
+
+def _busy_within(
+    merged: list[tuple[int, int]], bounds: pl.DataFrame, steps: pl.Series
+) -> list[int]:
+    """Per step of ``steps``, the length of the sorted, disjoint ``merged`` intervals inside
+    its ``[start_ns, end_ns)`` (prefix sums and two binary searches a step)."""
+    window = pl.DataFrame({"step": steps}).join(
+        bounds, on="step", how="left", maintain_order="left"
+    )
+    s0, e0 = window["start_ns"].to_numpy(), window["end_ns"].to_numpy()
+    if not merged:
+        return [0] * len(s0)
+    iv = np.array(merged, dtype=np.int64)
+    starts, ends = iv[:, 0], iv[:, 1]
+    cum = np.concatenate([[0], np.cumsum(ends - starts)])
+    first = np.searchsorted(ends, s0, side="right")  # first interval ending after the start
+    stop = np.searchsorted(starts, e0, side="left")  # first interval starting at or after the end
+    total = cum[stop] - cum[first]
+    some = stop > first
+    head = np.where(some, np.maximum(0, s0 - starts[np.minimum(first, len(iv) - 1)]), 0)
+    tail = np.where(some, np.maximum(0, ends[np.maximum(stop - 1, 0)] - e0), 0)
+    inside: list[int] = np.where(some, total - head - tail, 0).astype(np.int64).tolist()
+    return inside
+
+
+def diff_profile(
+    frames: TraceFrames,
+    steps: pl.DataFrame,
+    busy: list[tuple[int, int]],
+    gaps: pl.DataFrame,
+    extra_device_ns: dict[int, int],
+) -> dict[str, Any]:
+    """The ``diff_profile`` record of ``summary.json``: steps, their parts, the op series."""
+    numbers = steps["step"].to_list()
+    return {
+        "steps": numbers,
+        "step_us": _us(steps["dur_ns"].to_list()),
+        "parts_us": step_parts(frames, steps, busy, gaps),
+        "ops": op_series(frames, extra_device_ns, numbers),
+    }

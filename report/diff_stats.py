@@ -1,0 +1,91 @@
+"""Is a difference beyond the noise? A bootstrap interval of the difference of medians.
+
+Each run gives one value per profiled step (a step's duration, an op's time in the step). The
+difference between two runs is the median of NEW's values minus the median of BASE's. Its 95 %
+interval is the percentile bootstrap: both samples are resampled with replacement, each on its
+own, :data:`RESAMPLES` times, and the 2.5th and 97.5th percentiles of the resampled differences
+are the interval's ends (Efron and Tibshirani, *An Introduction to the Bootstrap*, ch. 13). A
+difference *exceeds the noise* when the interval does not contain zero.
+
+The generator is seeded, so the same inputs always give the same interval. With fewer than
+:data:`MIN_STEPS` values on a side the spread cannot be estimated; the interval is then null and
+so is ``exceeds_noise``. Above :data:`MAX_BOOTSTRAP_STEPS` values on a side (resampling would
+cost ``RESAMPLES`` times the sample) the interval is the normal one from the McKean-Schrader
+standard error of each median (McKean and Schrader, 1984), which the bootstrap approaches there.
+
+The interval covers step-to-step noise within each run. Noise between runs (another process on
+the machine, clocks, caches warmed differently) is not in it: two captures of the same code may
+differ by more. ``check`` therefore fails only when the whole interval lies above its threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+import numpy as np
+
+RESAMPLES = 2000
+CONFIDENCE = 95
+MIN_STEPS = 3
+SEED = 0
+MAX_BOOTSTRAP_STEPS = 1000
+_Z = 1.959963984540054  # the normal distribution's 97.5th percentile
+METHOD = (
+    f"percentile bootstrap of the difference of medians over steps ({CONFIDENCE} % interval, "
+    f"{RESAMPLES} resamples of each run's per-step values, seed {SEED}); a difference exceeds "
+    "the noise when its interval excludes zero; above "
+    f"{MAX_BOOTSTRAP_STEPS} steps a side, a normal interval from the McKean-Schrader standard "
+    "errors of the medians"
+)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """NEW against BASE for one per-step quantity (units as the inputs)."""
+
+    base: float
+    new: float
+    low: float | None
+    high: float | None
+
+    @property
+    def delta(self) -> float:
+        """NEW's median minus BASE's."""
+        return self.new - self.base
+
+    @property
+    def exceeds_noise(self) -> bool | None:
+        """Whether the interval excludes zero (None when it could not be estimated)."""
+        if self.low is None or self.high is None:
+            return None
+        return self.low > 0 or self.high < 0
+
+
+def difference(base: list[float], new: list[float]) -> Difference | None:
+    """Medians, and the bootstrap interval of NEW - BASE; None when a side has no values."""
+    if not base or not new:
+        return None
+    b_med, n_med = statistics.median(base), statistics.median(new)
+    if min(len(base), len(new)) < MIN_STEPS:
+        return Difference(b_med, n_med, None, None)
+    if max(len(base), len(new)) > MAX_BOOTSTRAP_STEPS:
+        half = _Z * math.hypot(_median_se(base), _median_se(new))
+        return Difference(b_med, n_med, n_med - b_med - half, n_med - b_med + half)
+    rng = np.random.default_rng(SEED)
+    b, n = np.asarray(base, dtype=float), np.asarray(new, dtype=float)
+    b_boot = np.median(b[rng.integers(0, b.size, (RESAMPLES, b.size))], axis=1)
+    n_boot = np.median(n[rng.integers(0, n.size, (RESAMPLES, n.size))], axis=1)
+    tail = (100 - CONFIDENCE) / 2
+    low, high = np.percentile(n_boot - b_boot, [tail, 100 - tail])
+    return Difference(b_med, n_med, float(low), float(high))
+
+
+def _median_se(values: list[float]) -> float:
+    """McKean-Schrader standard error of a sample's median: the distance between the order
+    statistics ``c`` places from either end, ``c = (n + 1)/2 - z sqrt(n/4)``, over ``2 z``."""
+    x = sorted(values)
+    n = len(x)
+    c = min(max(1, round((n + 1) / 2 - _Z * math.sqrt(n / 4))), n)
+    return (x[n - c] - x[c - 1]) / (2 * _Z)

@@ -1,0 +1,400 @@
+"""``diff`` and ``check``: planted differences found exactly, noise passed, real captures compared.
+
+The planted pairs are CONSTRUCTED traces (tests/diff_traces.py); the CPU pairs are real captures.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from nprof_report.errors import InputError
+from nprof_report.report.diff_build import compare, diff_report
+from nprof_report.report.diff_check import check, parse_threshold
+from nprof_report.report.diff_stats import difference
+from tests.conftest import NEURON
+from tests.diff_traces import model, write_trace
+
+MM = "## forward ## > aten::linear > aten::mm"
+
+
+def _path(op: dict[str, Any]) -> str:
+    return " > ".join([*op["context"], op["name"]])
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """BASE, and NEW with aten::mm's kernel 10 % slower (under aten::linear only), an op added
+    and a kernel renamed; other seeds for the noise."""
+    d = tmp_path_factory.mktemp("planted")
+    base = write_trace(d / "base.json", model(), seed=1)
+    new = write_trace(
+        d / "new.json", model(slower={"gemm_128x64": 1.10}, added=True, renamed=True), seed=2
+    )
+    return {"dir": d, "base": base, "new": new, "doc": compare(base, new)}
+
+
+def test_planted_differences_are_found_exactly(planted: dict[str, Any]) -> None:
+    pair = planted["doc"]["pairs"][0]
+    moved = [_path(o) for o in pair["ops"] if o["moved"]]
+    assert moved == [MM]
+    assert _path(pair["ops"][0]) == MM  # the slowed op comes first
+    mm = pair["ops"][0]
+    assert mm["impact_metric"] == "device_self_us"
+    # the planted amount (10 % of 400 µs) lies in the interval of its difference
+    rec = mm["device_self_us"]
+    assert rec["low_us"] < 40.0 < rec["high_us"]
+    assert 7 < rec["delta_pct"] < 13
+    # the bare aten::mm (another context) stays apart and did not move
+    bare = next(o for o in pair["ops"] if _path(o) == "## forward ## > aten::mm")
+    assert not bare["moved"]
+    assert [_path(o) for o in pair["added"]] == ["## forward ## > aten::dropout"]
+    assert pair["removed"] == []
+    renamed = [o for o in pair["ops"] if o["kernels_changed"]]
+    assert [(_path(o), o["kernels_base"], o["kernels_new"]) for o in renamed] == [
+        ("## forward ## > aten::relu", ["relu_kernel"], ["relu_kernel_v2"])
+    ]
+    assert not renamed[0]["moved"]
+    assert pair["verdict"].startswith("NEW is ")
+    assert "slower per step" in pair["verdict"]
+    assert f"of it is {MM}'s device time" in pair["verdict"]
+
+
+def test_planted_regression_fails_check(planted: dict[str, Any]) -> None:
+    doc = planted["doc"]
+    failures = check(doc, max_regression_pct=5.0, metrics=["step"], ops=[])
+    assert len(failures) == 1
+    assert "step time" in failures[0]
+    # by name, both aten::mm rows are checked and only the slowed one fails
+    op_failures = check(doc, max_regression_pct=5.0, metrics=["device"], ops=["aten::mm"])
+    assert len(op_failures) == 1
+    assert MM in op_failures[0]
+    assert check(doc, max_regression_pct=5.0, metrics=["device"], ops=[MM]) == op_failures
+    assert doc["check"]["passed"] is False
+    # at 15 % the same regression passes
+    assert check(doc, max_regression_pct=15.0, metrics=["step", "device"], ops=[]) == []
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pure_noise_passes_at_five_percent(tmp_path: Path, seed: int) -> None:
+    base = write_trace(tmp_path / "a.json", model(), seed=10 + seed)
+    new = write_trace(tmp_path / "b.json", model(), seed=50 + seed)
+    doc = compare(base, new)
+    pair = doc["pairs"][0]
+    assert [o for o in pair["ops"] if o["moved"] or o["kernels_changed"]] == []
+    assert pair["added"] == pair["removed"] == []
+    assert check(doc, max_regression_pct=5.0, metrics=["step", "device", "dispatch"], ops=[]) == []
+
+
+def test_host_only_traces_compare_host_time(tmp_path: Path) -> None:
+    base = write_trace(tmp_path / "a.json", model(device=False), seed=3)
+    new = write_trace(tmp_path / "b.json", model(device=False, slower={"ln_kernel": 3.0}), seed=4)
+    pair = compare(base, new)["pairs"][0]
+    assert [_path(o) for o in pair["ops"] if o["moved"]] == ["## forward ## > aten::layer_norm"]
+    assert pair["ops"][0]["impact_metric"] == "host_self_us"
+    parts = {p["part"] for p in pair["waterfall"]["parts"]}
+    assert "device execution" not in parts
+    assert "framework dispatch" in parts
+
+
+def _waterfall_adds_up(pair: dict[str, Any]) -> None:
+    wf = pair["waterfall"]
+    assert sum(p["delta_us"] for p in wf["parts"]) == pytest.approx(wf["total_delta_us"], abs=1e-3)
+    assert sum(p["base_us"] for p in wf["parts"]) == pytest.approx(wf["base_step_us"], abs=1e-3)
+    assert sum(p["new_us"] for p in wf["parts"]) == pytest.approx(wf["new_step_us"], abs=1e-3)
+    # the waterfall's total is the step-time difference the verdict states
+    assert wf["total_delta_us"] == pytest.approx(pair["metrics"]["step"]["delta_us"], abs=1e-3)
+
+
+def test_waterfall_adds_up_to_the_step_difference(planted: dict[str, Any]) -> None:
+    pair = planted["doc"]["pairs"][0]
+    _waterfall_adds_up(pair)
+    parts = {p["part"]: p["delta_us"] for p in pair["waterfall"]["parts"]}
+    assert max(parts, key=lambda k: abs(parts[k])) == "device execution"
+
+
+def test_bootstrap_interval_covers_a_zero_difference() -> None:
+    """Coverage: samples of one distribution, 12 per side; the 95 % interval holds 0 about 95 %
+    of the time (seeded, 300 trials)."""
+    rng = random.Random(7)
+    held = 0
+    for _ in range(300):
+        a = [rng.lognormvariate(0, 0.1) for _ in range(12)]
+        b = [rng.lognormvariate(0, 0.1) for _ in range(12)]
+        d = difference(a, b)
+        assert d is not None and d.low is not None and d.high is not None
+        held += d.low <= 0 <= d.high
+    assert 0.90 <= held / 300 <= 0.995
+
+
+def test_difference_medians_and_small_samples() -> None:
+    d = difference([1.0, 2.0, 3.0, 4.0], [2.0, 3.0, 4.0, 5.0])
+    assert d is not None
+    assert (d.base, d.new, d.delta) == (2.5, 3.5, 1.0)
+    small = difference([1.0, 2.0], [5.0, 6.0, 7.0])
+    assert small is not None and small.low is None and small.exceeds_noise is None
+    assert difference([], [1.0]) is None
+
+
+@pytest.mark.pdf
+def test_every_number_in_the_pdf_is_in_diff_json(planted: dict[str, Any]) -> None:
+    from pypdf import PdfReader
+
+    out = planted["dir"] / "out"
+    written = diff_report(planted["base"], planted["new"], out=out)
+    assert [p.name for p in written[:3]] == ["diff.html", "diff.pdf", "diff.json"]
+    doc = json.loads((out / "diff.json").read_text())
+    html = (out / "diff.html").read_text()
+    assert "default-src 'none'" in html
+    assert not re.search(r"(src|href)=\"(?!data:)", html)  # nothing to fetch: data: URIs only
+    assert doc["format"] == "nprof-diff"
+    assert doc["format_version"] == 1
+    with (out / "tables" / "diff_ops.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == len(doc["pairs"][0]["ops"])
+    mm = next(r for r in rows if f"{r['context']} > {r['name']}" == MM)
+    assert (
+        float(mm["device_self_us_delta"]) == doc["pairs"][0]["ops"][0]["device_self_us"]["delta_us"]
+    )
+    assert mm["moved"] == "True"
+    text = "\n".join(page.extract_text() for page in PdfReader(out / "diff.pdf").pages)
+    assert doc["pairs"][0]["verdict"].split(";")[0].replace("\n", " ") in text.replace("\n", " ")
+    _numbers_are_in(text, doc)
+
+
+def _json_numbers(node: Any, strings: list[str]) -> list[float]:
+    if isinstance(node, bool) or node is None:
+        return []
+    if isinstance(node, int | float):
+        return [float(node)]
+    if isinstance(node, str):
+        strings.append(node)
+        return []
+    items = node.values() if isinstance(node, dict) else node
+    return [x for item in items for x in _json_numbers(item, strings)]
+
+
+def _numbers_are_in(text: str, doc: dict[str, Any]) -> None:
+    """Each number printed in ``text`` equals a number of ``doc`` to the digits printed."""
+    strings: list[str] = []
+    numbers = _json_numbers(doc, strings)
+    # text that comes from diff.json's strings (paths, op and kernel names) is not a figure
+    for s in sorted(set(strings), key=len, reverse=True):
+        if len(s) > 3:
+            text = text.replace(s, " ")
+    text = re.sub(r"page \d+ / \d+", " ", text)
+    found = re.findall(r"(?<![\w./#])([+\-−]?\d+(?:\.(\d+))?)(?![\w/])", text)
+    assert len(found) > 30
+    for token, decimals in found:
+        value = abs(float(token.replace("−", "-")))
+        tolerance = 0.5 * 10 ** -len(decimals) + 1e-9
+        assert any(abs(abs(n) - value) <= tolerance for n in numbers), token
+
+
+@pytest.mark.capture
+@pytest.mark.pdf
+def test_real_cpu_captures_naive_vs_fused(cpu_run: Path, tmp_path: Path) -> None:
+    from pypdf import PdfReader
+
+    written = diff_report(cpu_run / "naive", cpu_run / "fused", out=tmp_path / "d")
+    doc = json.loads((tmp_path / "d" / "diff.json").read_text())
+    (pair,) = doc["pairs"]
+    assert (pair["base_label"], pair["new_label"]) == ("naive", "fused")
+    assert "aten::rms_norm" in {o["name"] for o in pair["added"]}
+    removed = {o["name"] for o in pair["removed"]}
+    assert {"aten::mul", "aten::mean", "aten::rsqrt"} <= removed
+    _waterfall_adds_up(pair)
+    trace = json.loads((cpu_run / "naive" / "trace.json").read_text())
+    steps = [e for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    durations = sorted(e["dur"] for e in steps)
+    assert pair["metrics"]["step"]["base_us"] == pytest.approx(
+        statistics.median(durations), abs=2e-3
+    )
+    text = "\n".join(p.extract_text() for p in PdfReader(tmp_path / "d" / "diff.pdf").pages)
+    _numbers_are_in(text, doc)
+    assert tmp_path / "d" / "diff.pdf" in written
+
+
+@pytest.mark.capture
+def test_stored_summary_baseline_compares_like_the_traces(cpu_report: Path) -> None:
+    run = cpu_report.parent
+    from_traces = compare(run, run)
+    from_summary = compare(cpu_report / "summary.json", run)
+    assert [p["label"] for p in from_summary["pairs"]] == ["naive", "fused", "compiled"]
+    assert from_summary["pairs"] == from_traces["pairs"]
+    for pair in from_summary["pairs"]:
+        assert pair["metrics"]["step"]["delta_us"] == 0
+        assert not any(o["moved"] for o in pair["ops"])
+    assert check(from_summary, max_regression_pct=5, metrics=["step", "dispatch"], ops=[]) == []
+
+
+def test_stored_diff_json_baseline_is_its_new_side(planted: dict[str, Any], tmp_path: Path) -> None:
+    stored = tmp_path / "diff.json"
+    stored.write_text(json.dumps(planted["doc"]))
+    doc = compare(stored, planted["new"])
+    pair = doc["pairs"][0]
+    assert pair["metrics"]["step"]["delta_us"] == 0
+    assert doc["sides"]["base"]["kind"] == "diff.json"
+
+
+def test_neuron_trees_compare_with_neuron_device_time(tmp_path: Path) -> None:
+    doc = compare(NEURON / "eager_naive", NEURON / "fused")
+    (pair,) = doc["pairs"]
+    assert pair["metrics"]["device"] is not None
+    device_ops = [o for o in pair["removed"] + pair["added"] if o["device_self_us"]]
+    assert device_ops, "Neuron execution time attributed to ops"
+    assert any(o["kernels"] == ["Neuron hardware execution"] for o in device_ops)
+    _waterfall_adds_up(pair)
+    assert any("CONSTRUCTED" in c for c in doc["caveats"])
+
+
+def test_runs_are_paired_by_implementation_name(planted: dict[str, Any], tmp_path: Path) -> None:
+    for side in ("a", "b"):
+        (tmp_path / side).mkdir()
+    for name, path in (("x", planted["base"]), ("y", planted["new"])):
+        (tmp_path / "a" / f"{name}.pt.trace.json").write_bytes(path.read_bytes())
+    (tmp_path / "b" / "y.pt.trace.json").write_bytes(planted["new"].read_bytes())
+    (tmp_path / "b" / "z.pt.trace.json").write_bytes(planted["base"].read_bytes())
+    doc = compare(tmp_path / "a", tmp_path / "b")
+    assert [p["label"] for p in doc["pairs"]] == ["y.pt.trace.json"]
+    assert doc["unpaired"] == ["only in BASE: x.pt.trace.json", "only in NEW: z.pt.trace.json"]
+
+
+def test_threshold_parsing() -> None:
+    assert parse_threshold("5%") == 5.0
+    assert parse_threshold(" 2.5 ") == 2.5
+    for bad in ("abc", "-1%", "nan"):
+        with pytest.raises(ValueError, match="percentage"):
+            parse_threshold(bad)
+
+
+def test_stored_documents_are_checked(tmp_path: Path, planted: dict[str, Any]) -> None:
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"format": "nprof-summary", "format_version": 9}))
+    with pytest.raises(InputError, match="version 9"):
+        compare(summary, planted["new"])
+    summary.write_text(
+        json.dumps(
+            {"format": "nprof-summary", "format_version": 1, "implementations": [{"label": "x"}]}
+        )
+    )
+    with pytest.raises(InputError, match="no diff_profile"):
+        compare(summary, planted["new"])
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nprof_report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
+    base, new = planted["base"], planted["new"]
+    same = write_trace(tmp_path / "same.json", model(), seed=9)
+    ok = _cli("check", same, "--baseline", base)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == ""
+    bad = _cli(
+        "check", new, "--baseline", base, "--metric", "step", "--metric", "device",
+        "--out", tmp_path / "gate",
+    )  # fmt: skip
+    assert bad.returncode == 1
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith("nprof-report: regression: ") for line in lines)
+    written = json.loads((tmp_path / "gate" / "diff.json").read_text())["check"]
+    assert written["passed"] is False
+    assert [r["failed"] for r in written["results"]] == [True, True]
+    assert str(tmp_path / "gate" / "diff.pdf") in bad.stdout.splitlines()
+    op = _cli("check", new, "--baseline", base, "--op", "aten::mm", "--metric", "device")
+    assert op.returncode == 1
+    assert len(op.stderr.strip().splitlines()) == 1  # only the aten::mm under aten::linear
+    for args, message in (
+        ((tmp_path / "missing.json", "--baseline", base), "does not exist"),
+        ((new, "--baseline", base, "--op", "aten::nothing"), "--op aten::nothing"),
+        ((new, "--baseline", base, "--max-regression", "lots"), "percentage"),
+    ):
+        r = _cli("check", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert message in r.stderr.strip().splitlines()[-1]  # after click's usage, if any
+    cpu = write_trace(tmp_path / "cpu.json", model(device=False), seed=5)
+    r = _cli("check", cpu, "--baseline", cpu, "--metric", "device")
+    assert r.returncode == 2
+    assert "no device time per step in BASE" in r.stderr
+    r = _cli("diff", base, tmp_path / "nothing", "--out", tmp_path / "o")
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"nprof-report: error: {tmp_path / 'nothing'}: does not exist"
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.pdf
+def test_diff_refuses_a_folder_that_build_wrote(planted: dict[str, Any], tmp_path: Path) -> None:
+    from nprof_report.report.build import build_report
+
+    out = tmp_path / "report"
+    build_report([planted["base"]], out=out)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(InputError, match="give diff its own --out folder"):
+        diff_report(planted["base"], planted["new"], out=out)
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_large_samples_use_the_median_standard_error() -> None:
+    """Above 1000 steps a side: the McKean-Schrader interval, close to the bootstrap's there
+    (compared on 1000 steps, the largest sample still bootstrapped), and covering zero for two
+    samples of one distribution about 95 % of the time."""
+    rng = random.Random(11)
+    a = [rng.gauss(100, 5) for _ in range(1000)]
+    b = [rng.gauss(100, 5) for _ in range(1000)]
+    boot = difference(a, b)
+    normal = difference(a + a[:1], b + b[:1])  # 1001 values: past the bootstrap's limit
+    assert boot is not None and normal is not None
+    assert boot.low is not None and boot.high is not None
+    assert normal.low is not None and normal.high is not None
+    assert normal.high - normal.low == pytest.approx(boot.high - boot.low, rel=0.25)
+    held = 0
+    for _ in range(200):
+        x = [rng.expovariate(1.0) for _ in range(1500)]
+        y = [rng.expovariate(1.0) for _ in range(1500)]
+        d = difference(x, y)
+        assert d is not None and d.low is not None and d.high is not None
+        held += d.low <= 0 <= d.high
+    assert 0.90 <= held / 200 <= 0.99
+
+
+def test_busy_time_within_steps_matches_clipping() -> None:
+    from nprof_report.report.breakdown import merge_intervals
+    from nprof_report.report.diff_profile import _busy_within
+
+    rng = random.Random(5)
+    intervals = [(s, s + rng.randint(1, 40)) for s in (rng.randint(0, 2000) for _ in range(200))]
+    merged = merge_intervals(intervals)
+    starts = sorted(rng.randint(0, 2100) for _ in range(60))
+    bounds = pl.DataFrame(
+        {
+            "step": list(range(60)),
+            "start_ns": starts,
+            "end_ns": [s + rng.randint(0, 300) for s in starts],
+        },
+        schema={"step": pl.Int32, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    expected = [
+        sum(max(0, min(e, e0) - max(s, s0)) for s, e in merged)
+        for s0, e0 in zip(bounds["start_ns"], bounds["end_ns"])
+    ]
+    assert _busy_within(merged, bounds, bounds["step"]) == expected
+    assert _busy_within([], bounds, bounds["step"]) == [0] * 60
