@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from nprof_report.errors import InputError
+from nprof_report.parse import load_sources, resolve
 from nprof_report.report.analyses import analyse
 from nprof_report.report.build import convert_neuron_traces
-from nprof_report.parse import load_sources, resolve
 from nprof_report.report.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
 
 DIFF_FORMAT = "nprof-diff"

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from nprof_report.report.breakdown import merge_intervals
 from nprof_report.parse import TraceFrames
+from nprof_report.report.breakdown import merge_intervals
 
 PARTS = (
     "framework dispatch",
