@@ -26,6 +26,9 @@ TRACE_PATTERNS = (
     "*.pt.trace.json",
     "*.pt.trace.json.gz",
     "pytorch_trace.json",
+    # one trace per rank, named after it (neuron_framework_trace_rank_3.json, rank-3.json.gz)
+    "*rank*.json",
+    "*rank*.json.gz",
 )
 NEURON_PATTERNS = (
     "ntrace.pb",

@@ -16,9 +16,8 @@ import orjson
 from nprof_report.errors import InputError
 from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
 from nprof_report.parse.neuron_convert import convert_tree
-from nprof_report.parse.parallel import load_sources
 from nprof_report.parse.sources import neuron_root
-from nprof_report.report.analyses import analyse
+from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
@@ -31,6 +30,8 @@ def _tables(model: ReportModel) -> list[Table]:
     tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
+    if model.ranks:
+        tables += model.ranks.csv_tables
     return tables
 
 
@@ -40,10 +41,12 @@ def build_report(
     out: Path | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    ray: str | None = None,
+    keep_going: bool = False,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs`` and ``use_cache`` as in :func:`~nprof_report.parse.parallel.load_sources`.
+    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -68,9 +71,14 @@ def build_report(
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
-    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
-    analyses = [analyse(s, loaded=loaded) for s, loaded in zip(sources, loading)]
-    summary = build_summary(analyses, manifest, caveats)
+    engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
+    results, skipped = run_jobs(sources, report_job, engine)
+    summary = build_summary(
+        [r.analysis for _, r in results],
+        manifest,
+        caveats + skipped,
+        ranks=[r.rank for _, r in results],
+    )
     model = build_model(summary)
     html = render_html(model)
     pdf = render_pdf(html)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nprof_report.report import charts
 from nprof_report.textout import format_time_us
+
+if TYPE_CHECKING:
+    from nprof_report.report.ranksection import RanksSection
 
 GLOSSARY = [
     (
@@ -134,6 +137,7 @@ class ReportModel:
     files: Table | None
     glossary: list[tuple[str, str]]
     generated_from: list[str]
+    ranks: RanksSection | None = None  # several ranks of one job (report/ranksection.py)
 
 
 def _us(x: float | None) -> str:
@@ -246,7 +250,14 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         else None,
         glossary=GLOSSARY,
         generated_from=[i["trace"] for i in impls],
+        ranks=_ranks_section(summary),
     )
+
+
+def _ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+    from nprof_report.report.ranksection import ranks_section  # it builds on this module's Table
+
+    return ranks_section(summary)
 
 
 def _us_signed(x: float | None) -> str:
