@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -50,6 +51,20 @@ def build_report(
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
+    engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
+    resolved, summary = summarise(paths, engine)
+    model = build_model(summary)
+    html = render_html(model)
+    pdf = render_pdf(html)
+
+    if out is None:
+        single_run = resolved[0].run_dir if len(resolved) == 1 else None
+        out = single_run / "report" if single_run else Path("nprof-report")
+    return publish(out, _report_files(html, pdf, summary, _tables(model)))
+
+
+def summarise(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
+    """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     resolved: list[Inputs] = [resolve(p) for p in paths]
     sources = [s for r in resolved for s in r.sources if s.trace is not None]
     if not sources:
@@ -71,7 +86,6 @@ def build_report(
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
-    engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
     results, skipped = run_jobs(sources, report_job, engine)
     summary = build_summary(
         [r.analysis for _, r in results],
@@ -79,14 +93,7 @@ def build_report(
         caveats + skipped,
         ranks=[r.rank for _, r in results],
     )
-    model = build_model(summary)
-    html = render_html(model)
-    pdf = render_pdf(html)
-
-    if out is None:
-        single_run = resolved[0].run_dir if len(resolved) == 1 else None
-        out = single_run / "report" if single_run else Path("nprof-report")
-    return publish(out, _report_files(html, pdf, summary, _tables(model)))
+    return resolved, summary
 
 
 def convert_neuron_traces(sources: list[Source]) -> list[str]:
