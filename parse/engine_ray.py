@@ -9,7 +9,8 @@ it runs.
   paths must be readable at the same place on every worker (a shared filesystem). It parses into
   the frame cache (:mod:`.cache`, Parquet; ``NPROF_CACHE_DIR`` on shared storage keeps the entries
   for the next build) and returns only what the job returns, the per-rank aggregates.
-* Each task declares ``memory`` to Ray from the estimate the local scheduler uses
+* Each task declares one CPU (a large trace is decoded by that many processes,
+  ``NPROF_DECODE_WORKERS`` unless the driver sets it) and ``memory`` to Ray from the estimate the local scheduler uses
   (:func:`~.parallel.estimated_peak` of :func:`~.parallel.uncompressed_size`), so Ray never
   starts more parses on a node than its memory holds. An estimate above the largest node's
   memory is declared as that node's memory (the task then runs alone there) and said in a note.
@@ -33,6 +34,7 @@ from nprof_report.errors import EngineError, InputError
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.parallel import estimated_peak, uncompressed_size
 from nprof_report.parse.sources import LoadedSource, load_source
+from nprof_report.parse.workerpool import DECODE_WORKERS_ENV
 
 try:
     import ray
@@ -45,8 +47,10 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 T = TypeVar("T")
 
 RETRIES = 2
-# what a task's process needs of the driver's environment: where the cache is, whether it is on
-ENV_KEYS = ("NPROF_CACHE_DIR", "NPROF_NO_CACHE", "XDG_CACHE_HOME")
+TASK_CPUS = 1
+# what a task's process needs of the driver's environment: where the cache is, whether it is on,
+# how many processes decode a large trace (default: the task's CPUs, not the node's)
+ENV_KEYS = ("NPROF_CACHE_DIR", "NPROF_NO_CACHE", "XDG_CACHE_HOME", DECODE_WORKERS_ENV)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,9 @@ def _task(
     env: dict[str, str | None],
 ) -> Any:
     """In a Ray worker: the driver's cache settings, then parse and aggregate."""
-    for key, value in env.items():
+    wanted = {DECODE_WORKERS_ENV: str(TASK_CPUS)} | {k: v for k, v in env.items() if v}
+    for key in ENV_KEYS:
+        value = wanted.get(key)
         if value is None:
             os.environ.pop(key, None)
         else:
@@ -140,7 +146,7 @@ def run_jobs(
         env = {k: os.environ.get(k) for k in ENV_KEYS}
         if not use_cache:
             env["NPROF_NO_CACHE"] = "1"
-        remote = ray.remote(num_cpus=1, max_retries=RETRIES)(_task)
+        remote = ray.remote(num_cpus=TASK_CPUS, max_retries=RETRIES)(_task)
         memory = {i: _declared_memory(s, cap, notes) for i, s in enumerate(sources)}
         refs: dict[int, Any] = {}
         for i in sorted(memory, key=lambda i: (-memory[i], i)):  # largest first packs best

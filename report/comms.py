@@ -17,8 +17,9 @@ Classified by structure, not by lists of kernel names:
 * on Neuron, the system trace's collective executions (``cc_*`` hardware events, formats.md 5.1)
   are device communication of kind ``collective``, assigned to steps by their start.
 
-Per step, *host comm* is the summed duration of the spans that start in the step, and *device
-comm* the summed duration of the step's communication activities; a rank's *comm* figure is the
+Per step, *host comm* is the time covered by the spans that start in the step (up to the step's
+end; spans on several threads at once count once), and *device comm* the summed duration of the
+step's communication activities (as device time is counted everywhere); a rank's *comm* figure is the
 device one when the trace has device communication, the host one otherwise (CPU-only gloo jobs,
 TorchNeuron traces without a system trace).
 """
@@ -167,19 +168,38 @@ def _neuron_collectives(loaded: LoadedSource) -> pl.DataFrame:
     )
 
 
+def _union_ns(intervals: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Per ``keys``: the time covered by the ``start_ns``-``end_ns`` intervals, overlaps once."""
+    ordered = intervals.sort(*keys, "start_ns")
+    reach = pl.col("end_ns").cum_max().shift(1).over(keys)
+    opens = reach.is_null() | (pl.col("start_ns") >= reach)
+    return (
+        ordered.with_columns(run=opens.cum_sum())
+        .group_by(*keys, "run")
+        .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+        .group_by(keys)
+        .agg(host_comm_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+    )
+
+
 def comm_per_step(loaded: LoadedSource) -> pl.DataFrame:
-    """Host and device communication time per step and kind (``COMM_STEPS``)."""
+    """Host and device communication time per step and kind (``COMM_STEPS``).
+
+    Host: the time the step spends in collective spans, each span counted from its start to its
+    end or the step's end, spans overlapping on several threads counted once. Device: summed
+    durations of the communication activities, as device time is counted everywhere else.
+    """
     host_spans = spans(loaded)
     steps = loaded.frames.steps.select("step", "start_ns", "end_ns").sort("start_ns")
-    host = (
+    clipped = (
         host_spans.sort("start_ns")
         .join_asof(
             steps.rename({"start_ns": "s0", "end_ns": "s1"}), left_on="start_ns", right_on="s0"
         )
         .filter(pl.col("start_ns") < pl.col("s1"))
-        .group_by("step", "kind")
-        .agg(host_comm_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
+        .select("step", "kind", "start_ns", pl.min_horizontal("end_ns", "s1").alias("end_ns"))
     )
+    host = _union_ns(clipped, ["step", "kind"])
     device = (
         device_comm(loaded, host_spans)
         .filter(pl.col("step").is_not_null())

@@ -4,6 +4,7 @@ on the local pool. The Ray engine's tests are in test_ranks_ray.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import importlib.util
 import json
@@ -12,15 +13,19 @@ import subprocess
 import sys
 from collections import defaultdict
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
 from nprof_report.cli import cli
 from nprof_report.errors import InputError
+from nprof_report.parse.inputs import Source
+from nprof_report.parse.sources import load_source
 from nprof_report.report.build import summarise
-from nprof_report.report.comms import kind_of
+from nprof_report.report.comms import comm_per_step, kind_of
 from nprof_report.report.jobs import Engine
 from nprof_report.report.model import build_model
 from nprof_report.report.render import render_html
@@ -238,3 +243,47 @@ def test_parse_and_report_do_not_import_ray() -> None:
         )
     ]
     assert importers == ["parse/engine_ray.py"]
+
+
+def test_host_comm_of_a_cpu_only_gloo_rank() -> None:
+    """gloo collectives are annotations on two threads at once: counted once, up to the step's
+    end; checked against the raw JSON."""
+    trace = PUBLIC / "kineto-cpu-only-gloo-rank34.pt.trace.json"
+    events = json.loads(trace.read_text())["traceEvents"]
+    step = next(e for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    s0, s1 = float(step["ts"]), float(step["ts"]) + float(step["dur"])
+    inside = sorted(
+        (float(e["ts"]), min(float(e["ts"]) + float(e["dur"]), s1))
+        for e in events
+        if e.get("name") == "gloo:all_reduce" and s0 <= float(e["ts"]) < s1
+    )
+    covered, reach = 0.0, float("-inf")
+    for start, end in inside:
+        covered += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    loaded = load_source(Source("rank34", trace, trace.parent), use_cache=False)
+    comm = comm_per_step(loaded)
+    assert comm["kind"].to_list() == ["all_reduce"]
+    assert comm["host_comm_ns"][0] / 1000 == pytest.approx(covered, abs=0.01)
+    assert comm["device_comm_ns"][0] == 0
+
+
+def test_neuron_collective_executions_are_device_comm() -> None:
+    """The system trace's ``cc_*`` events (CONSTRUCTED here: two cc_running spans, one inside the
+    step and one after it, and an nc_exec_running) count as device comm of their step."""
+    trace = PUBLIC / "kineto-cpu-only-gloo-rank34.pt.trace.json"
+    loaded = load_source(Source("rank34", trace, trace.parent), use_cache=False)
+    step = loaded.frames.steps.row(0, named=True)
+    events = pl.DataFrame(
+        {
+            "name": ["cc_running", "nc_exec_running", "cc_running"],
+            "start_ns": [step["start_ns"] + 1000, step["start_ns"] + 2000, step["end_ns"] + 10],
+            "dur_ns": [5000, 7000, 3000],
+        }
+    )
+    session = SimpleNamespace(events=events)
+    with_neuron = dataclasses.replace(loaded, neuron=[(session, None)])
+    comm = comm_per_step(with_neuron)
+    collective = comm.filter(pl.col("kind") == "collective")
+    assert collective["step"].to_list() == [step["step"]]
+    assert collective["device_comm_ns"].to_list() == [5000]
