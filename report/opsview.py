@@ -102,6 +102,7 @@ def render_ranks(path: Path, *, fmt: str, engine: Engine | None = None) -> str:
     )
     if fmt == "table":
         lines = [s["evidence"] for s in record["stragglers"]] or ["no straggler rank"]
+        lines += [f"waited for: {w['evidence']}" for w in record["waited_for"]]
         with pl.Config(
             tbl_rows=-1,
             tbl_cols=-1,

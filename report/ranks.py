@@ -16,6 +16,11 @@ Straggler: a rank whose median step time exceeds the median of the ranks' median
 deviations of the other ranks' medians (the job's own spread). Its evidence compares each part of
 its step -- host dispatch, device compute (device busy minus communication), communication per
 kind -- with the median of the other ranks, and names the part that grew most.
+
+Waited for: in a synchronous job every rank's step lasts as long as the slowest rank's work, so a
+rank that computes longer shows no longer step; it shows as a rank whose host dispatch or device
+compute exceeds the other ranks' median by :data:`STRAGGLER_PCT` % of the median step while it
+spends less time in collectives than they do (they wait for it there).
 """
 
 from __future__ import annotations
@@ -167,6 +172,7 @@ def cross_rank(figures: list[RankFigures]) -> dict[str, Any] | None:
         "step_time_us": matrix,
     }
     record["stragglers"] = stragglers(rows)
+    record["waited_for"] = waited_for(rows, {s["rank"] for s in record["stragglers"]})
     return record
 
 
@@ -199,6 +205,33 @@ def stragglers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for s in out:
         s["evidence"] = _evidence(s, job_median)
     return sorted(out, key=lambda s: -s["slower_pct"])
+
+
+def waited_for(rows: list[dict[str, Any]], stragglers: set[int]) -> list[dict[str, Any]]:
+    """Ranks the others wait for in collectives (module docstring), stragglers left out."""
+    timed = [r for r in rows if r["step_median_us"] is not None]
+    if len(timed) < 2:
+        return []
+    job_median = _median([r["step_median_us"] for r in timed])
+    out = []
+    for row in timed:
+        if row["rank"] in stragglers:
+            continue
+        others = [r for r in timed if r is not row]
+        parts = _parts(row, others)
+        work = max(p["delta_us"] for p in parts if not p["comm"])
+        comm = sum(p["delta_us"] for p in parts if p["comm"])
+        if job_median and 100 * work / job_median >= STRAGGLER_PCT and comm < 0:
+            out.append(
+                {
+                    "rank": row["rank"],
+                    "label": row["label"],
+                    "work_excess_pct": round(100 * work / job_median, 1),
+                    "parts": parts,
+                    "evidence": _evidence_parts(f"rank {row['rank']}", parts, job_median),
+                }
+            )
+    return sorted(out, key=lambda w: -w["work_excess_pct"])
 
 
 def _parts(row: dict[str, Any], others: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -238,8 +271,13 @@ def _evidence(s: dict[str, Any], job_median: float) -> str:
         f"(median {format_time_us(s['step_median_us'])} vs {format_time_us(s['others_median_us'])} "
         "on the other ranks)"
     )
+    return _evidence_parts(text, s["parts"], job_median)
+
+
+def _evidence_parts(text: str, parts: list[dict[str, Any]], job_median: float) -> str:
+    """``text`` followed by what each part of the step does against the other ranks."""
     clauses = []
-    for p in s["parts"]:
+    for p in parts:
         mine, theirs = format_time_us(p["rank_us"]), format_time_us(p["others_us"])
         if abs(p["delta_us"]) <= EQUAL_FRACTION * job_median:
             if not p["comm"]:
@@ -256,10 +294,22 @@ def _evidence(s: dict[str, Any], job_median: float) -> str:
 
 
 def findings(record: dict[str, Any] | None) -> list[dict[str, str]]:
-    """One ``straggler-rank`` finding per straggler."""
+    """One ``straggler-rank`` finding per straggler, one ``rank-waited-for`` per rank the others
+    wait for."""
     if not record:
         return []
-    return [
+    waited = [
+        {
+            "severity": "medium",
+            "rule": "rank-waited-for",
+            "title": f"the other ranks wait for rank {w['rank']} in collectives: its work per "
+            f"step exceeds theirs by {w['work_excess_pct']:g} % of the median step",
+            "evidence": w["evidence"]
+            + f" (threshold {STRAGGLER_PCT:g} % of the median step, with less time in collectives)",
+        }
+        for w in record.get("waited_for", [])
+    ]
+    return waited + [
         {
             "severity": "high",
             "rule": "straggler-rank",

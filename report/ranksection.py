@@ -32,6 +32,7 @@ class RanksSection:
 
     intro: str
     stragglers: list[str]
+    waited_for: list[str]
     chart: Chart
     tables: list[Table]
     csv_tables: list[Table]  # every table of the section, shown or not
@@ -145,6 +146,7 @@ def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
     return RanksSection(
         intro=intro,
         stragglers=[s["evidence"] for s in record["stragglers"]],
+        waited_for=[w["evidence"] for w in record.get("waited_for", [])],
         chart=chart,
         tables=shown,
         csv_tables=[*shown, step_times, keyavg],
