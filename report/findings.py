@@ -136,5 +136,5 @@ def find(summary: dict[str, Any]) -> list[dict[str, str]]:
                         f"(threshold {FIRST_STEP_OUTLIER}x); medians are used throughout",
                     )
                 )
-    out += ranks.findings(summary.get("ranks"))
+    out = ranks.findings(summary.get("ranks")) + out  # a job's findings before its ranks' own
     return sorted(out, key=lambda f: SEVERITY_RANK[f["severity"]])

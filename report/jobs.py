@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
@@ -27,8 +27,10 @@ from nprof_report.parse.inputs import Source
 from nprof_report.parse.keyavg import key_averages
 from nprof_report.parse.parallel import prepare_sources
 from nprof_report.parse.sources import LoadedSource, load_source
-from nprof_report.report.analyses import ImplementationAnalysis, analyse
-from nprof_report.report.ranks import RankFigures, rank_figures
+
+if TYPE_CHECKING:
+    from nprof_report.report.analyses import ImplementationAnalysis
+    from nprof_report.report.ranks import RankFigures
 
 T = TypeVar("T")
 
@@ -57,6 +59,10 @@ class SourceResult:
 
 def report_job(source: Source, loaded: LoadedSource) -> SourceResult:
     """The analysis and the rank figures of one source."""
+    # imported here, off the import path of a plain ``ops``
+    from nprof_report.report.analyses import analyse
+    from nprof_report.report.ranks import rank_figures
+
     analysis = analyse(source, loaded=loaded)
     return SourceResult(analysis, rank_figures(loaded, analysis))
 

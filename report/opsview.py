@@ -14,7 +14,6 @@ import polars as pl
 from nprof_report.errors import InputError
 from nprof_report.parse.inputs import resolve
 from nprof_report.report.jobs import Engine, ops_job, report_job, run_jobs
-from nprof_report.report.ranks import cross_rank
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -72,6 +71,8 @@ def ops_tables(path: Path, *, engine: Engine | None = None) -> list[tuple[str, p
 def ranks_record(path: Path, *, engine: Engine | None = None) -> dict[str, Any]:
     """The ``ranks`` record of the sources under ``path``; an InputError unless they are several
     ranks of one job."""
+    from nprof_report.report.ranks import cross_rank  # only --by-rank needs it
+
     results, notes = run_jobs(_sources(path), report_job, engine or Engine())
     _skipped(notes)
     record = cross_rank([r.rank for _, r in results])
