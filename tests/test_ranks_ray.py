@@ -129,3 +129,16 @@ def test_a_path_after_ray_is_not_taken_for_an_address(job: Path) -> None:
     result = CliRunner().invoke(cli, ["build", "--ray", str(job)])
     assert result.exit_code == 2
     assert "is not a Ray address" in result.output and "put PATHS before --ray" in result.output
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("own_cache_env")
+def test_a_task_whose_worker_dies_is_retried_then_named(cluster: str, job: Path) -> None:
+    from nprof_report.parse import engine_ray
+
+    trace = job / "rank0.pt.trace.json"
+    die = lambda source, loaded: os._exit(1)  # noqa: E731 (pickled by value for the workers)
+    with pytest.raises(InputError) as failed:
+        engine_ray.run_jobs(die, [Source("rank0", trace, job)], address=cluster, use_cache=False)
+    assert failed.value.path == trace
+    assert f"after {1 + engine_ray.RETRIES} attempts" in str(failed.value)
