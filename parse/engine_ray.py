@@ -10,10 +10,11 @@ it runs.
   the frame cache (:mod:`.cache`, Parquet; ``NPROF_CACHE_DIR`` on shared storage keeps the entries
   for the next build) and returns only what the job returns, the per-rank aggregates.
 * Each task declares one CPU (a large trace is decoded by that many processes,
-  ``NPROF_DECODE_WORKERS`` unless the driver sets it) and ``memory`` to Ray from the estimate the local scheduler uses
-  (:func:`~.parallel.estimated_peak` of :func:`~.parallel.uncompressed_size`), so Ray never
-  starts more parses on a node than its memory holds. An estimate above the largest node's
-  memory is declared as that node's memory (the task then runs alone there) and said in a note.
+  ``NPROF_DECODE_WORKERS`` unless the driver sets it) and, as ``memory``, the estimate the local
+  scheduler uses (:func:`~.parallel.estimated_peak` of :func:`~.parallel.uncompressed_size`), so
+  Ray never starts more parses on a node than its memory holds. An estimate above the largest
+  node's memory is declared as that node's memory (the task then runs alone there) and said in a
+  note.
 * A task whose worker dies (killed for memory, node lost) is retried :data:`RETRIES` times by Ray;
   a bad trace is an :class:`~nprof_report.errors.InputError`, returned as a value and never
   retried. A task that fails for good becomes an InputError naming the rank's file.
