@@ -296,3 +296,21 @@ def test_neuron_collective_executions_are_device_comm() -> None:
     collective = comm.filter(pl.col("kind") == "collective")
     assert collective["step"].to_list() == [step["step"]]
     assert collective["device_comm_ns"].to_list() == [5000]
+
+
+def test_keep_going_lets_the_workers_parse_the_ranks_after_a_bad_one(
+    job: Path, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = _with_corrupt_rank(job, tmp_path / "ranks")
+    # the largest file, so the workers start it first: without keep_going the ranks after it
+    # would be left to the parent
+    bad.write_bytes(b'{"traceEvents": ' + b"x" * 8_000_000)
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("parsed in the parent, not in a worker")
+
+    for module in ("cache", "sources"):  # only the spawned workers may parse
+        monkeypatch.setattr(f"nprof_report.parse.{module}.load_frames", refuse)
+    _, summary = summarise([tmp_path / "ranks"], Engine(jobs=2, keep_going=True))
+    assert [r["rank"] for r in summary["ranks"]["ranks"]] == [0, 2, 3]
+    assert any(str(bad) in c for c in summary["caveats"])
