@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING
 from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from nprof_report.parse.engine_ray import run_on_ray
     from nprof_report.parse.frames import load_frames
     from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
     from nprof_report.parse.keyavg import key_averages
     from nprof_report.parse.neuron import NeuronFigures
     from nprof_report.parse.neuron.convert import convert_tree, find_tool
-    from nprof_report.parse.parallel import load_sources
+    from nprof_report.parse.parallel import load_sources, prepare_sources
     from nprof_report.parse.read import prestart
     from nprof_report.parse.schema import TraceFrames, TraceMeta
     from nprof_report.parse.sources import LoadedSource, load_source, neuron_root
@@ -50,8 +51,10 @@ __all__ = [
     "load_sources",
     "neuron_root",
     "newest_run",
+    "prepare_sources",
     "prestart",
     "resolve",
+    "run_on_ray",
 ]
 
 # where each name lives (relative to this package)
@@ -68,10 +71,12 @@ _HOME = {
     "load_frames": "frames",
     "load_source": "sources",
     "load_sources": "parallel",
+    "prepare_sources": "parallel",
     "neuron_root": "sources",
     "newest_run": "inputs",
     "prestart": "read",
     "resolve": "inputs",
+    "run_on_ray": "engine_ray",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

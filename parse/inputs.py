@@ -29,6 +29,9 @@ TRACE_PATTERNS = (
     "*.pt.trace.json.gz",
     "pytorch_trace.json",
     "neuron_framework_trace_rank_*.json",  # in <instance-id>_pid_<pid>/ (formats.md §9.6)
+    # one trace per rank, named after it (neuron_framework_trace_rank_3.json, rank-3.json.gz)
+    "*rank*.json",
+    "*rank*.json.gz",
 )
 NEURON_PATTERNS = (
     "ntrace.pb",

@@ -122,12 +122,17 @@ def pool_size(peaks: Sequence[int], jobs: int, memory_limit: int) -> int:
 
 
 def prepare_sources(
-    sources: Sequence[Source], *, jobs: int | None = None, memory_limit: int | None = None
+    sources: Sequence[Source],
+    *,
+    jobs: int | None = None,
+    memory_limit: int | None = None,
+    keep_going: bool = False,
 ) -> dict[int, BaseException]:
     """Parse the uncached traces of ``sources`` into the cache in worker processes.
 
     Returns the errors by index of source. Does nothing when fewer than two workers would run, or
-    with ``jobs=None`` below :data:`AUTO_MIN_BYTES` (module docstring).
+    with ``jobs=None`` below :data:`AUTO_MIN_BYTES` (module docstring). ``keep_going``: a failed
+    trace does not stop the traces after it (the caller skips the failed one).
     """
     workers = jobs or os.cpu_count() or 1
     limit = memory_limit if memory_limit is not None else int(MEMORY_SHARE * memory_available())
@@ -148,7 +153,7 @@ def prepare_sources(
     workers = pool_size([p for _, p in tasks], workers, limit)
     if len(tasks) < 2 or workers < 2 or (jobs is None and total < AUTO_MIN_BYTES):
         return {}
-    return _run(sources, requests, tasks, workers, limit)
+    return _run(sources, requests, tasks, workers, limit, keep_going)
 
 
 def _request(source: Source) -> tuple[bool, int] | None:
@@ -171,6 +176,7 @@ def _run(
     tasks: list[Task],
     workers: int,
     limit: int,
+    keep_going: bool,
 ) -> dict[int, BaseException]:
     failures: dict[int, BaseException] = {}
     pending = list(tasks)
@@ -216,7 +222,7 @@ def _run(
                 else:
                     if failure is not None:
                         failures[i] = failure.error()
-                if i in failures:  # later sources would never be reached sequentially
+                if i in failures and not keep_going:  # later ones are never reached sequentially
                     pending = [t for t in pending if t[0] < i]
     return failures
 

@@ -10,20 +10,13 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from nprof_report.errors import InputError
-from nprof_report.parse import (
-    Inputs,
-    Source,
-    convert_tree,
-    load_sources,
-    neuron_root,
-    newest_run,
-    resolve,
-)
-from nprof_report.report.analyses import analyse
+from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
+from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
@@ -37,7 +30,11 @@ def _tables(model: ReportModel) -> list[Table]:
     tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
-    return tables + (model.sweep.tables if model.sweep else [])
+    if model.sweep:
+        tables += model.sweep.tables
+    if model.ranks:
+        tables += model.ranks.csv_tables
+    return tables
 
 
 def build_report(
@@ -46,13 +43,29 @@ def build_report(
     out: Path | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    ray: str | None = None,
+    keep_going: bool = False,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs`` and ``use_cache`` as in :func:`~nprof_report.parse.load_sources`.
+    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
+    engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
+    resolved, summary = summarise_inputs(paths, engine)
+    model = add_sweep(build_model(summary), summary)
+    html = render_html(model)
+    pdf = render_pdf(html)
+
+    if out is None:
+        single_run = resolved[0].run_dir if len(resolved) == 1 else None
+        out = single_run / "report" if single_run else Path("nprof-report")
+    return publish(out, _report_files(html, pdf, summary, _tables(model)))
+
+
+def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
+    """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     resolved: list[Inputs] = [resolve(p) for p in paths]
     sources = [s for r in resolved for s in r.sources if s.trace is not None]
     if not sources:
@@ -75,17 +88,14 @@ def build_report(
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
-    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
-    analyses = [analyse(loaded) for loaded in loading]
-    summary = summarise(analyses, manifest, caveats)
-    model = add_sweep(build_model(summary), summary)
-    html = render_html(model)
-    pdf = render_pdf(html)
-
-    if out is None:
-        single_run = resolved[0].run_dir if len(resolved) == 1 else None
-        out = single_run / "report" if single_run else Path("nprof-report")
-    return publish(out, _report_files(html, pdf, summary, _tables(model)))
+    results, skipped = run_jobs(sources, report_job, engine)
+    summary = summarise(
+        [r.analysis for _, r in results],
+        manifest,
+        caveats + skipped,
+        ranks=[r.rank for _, r in results],
+    )
+    return resolved, summary
 
 
 def convert_neuron_traces(sources: list[Source]) -> list[str]:

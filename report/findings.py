@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nprof_report.report import ranks
+
 NOISY_IQR_FRACTION = 0.30
 FIRST_STEP_OUTLIER = 2.0
 HIGH_OVERHEAD_PCT = 50.0
@@ -134,4 +136,5 @@ def find(summary: dict[str, Any]) -> list[dict[str, str]]:
                         f"(threshold {FIRST_STEP_OUTLIER}x); medians are used throughout",
                     )
                 )
+    out = ranks.findings(summary.get("ranks")) + out  # a job's findings before its ranks' own
     return sorted(out, key=lambda f: SEVERITY_RANK[f["severity"]])

@@ -19,6 +19,7 @@ from nprof_report.report.sweep import detail_implementations
 from nprof_report.textout import format_time_us
 
 if TYPE_CHECKING:
+    from nprof_report.report.ranksection import RanksSection
     from nprof_report.report.sweepview import SweepView
 
 MAX_ROWS = 25
@@ -199,6 +200,7 @@ class ReportModel:
     glossary: list[tuple[str, str]]
     generated_from: list[str]
     sweep: SweepView | None = None  # sizes and numerical check (report/sweepview.add_sweep)
+    ranks: RanksSection | None = None  # several ranks of one job (report/ranksection.py)
 
 
 def _us(x: float | None) -> str:
@@ -420,7 +422,14 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         else None,
         glossary=GLOSSARY,
         generated_from=[i["trace"] for i in impls],
+        ranks=_ranks_section(summary),
     )
+
+
+def _ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+    from nprof_report.report.ranksection import ranks_section  # it builds on this module's Table
+
+    return ranks_section(summary)
 
 
 def _us_signed(x: float | None) -> str:

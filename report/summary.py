@@ -10,7 +10,9 @@ Schema ``nprof-summary`` version 1 (documented in the README):
   :mod:`~nprof_report.report.diff_profile`);
 * ``comparisons[]``: each implementation against the baseline (the first one);
 * ``findings[]``: ranked rule results, each with its evidence;
-* ``caveats[]``: recovered damage and warnings.
+* ``caveats[]``: recovered damage and warnings;
+* ``ranks``: present when the inputs are several ranks of one job (:mod:`.ranks`): per-rank
+  figures, the rank x step matrix of step times and the stragglers.
 
 All times are microseconds (``_us``) unless the key says otherwise.
 """
@@ -27,6 +29,7 @@ from nprof_report.parse import NeuronFigures
 from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.breakdown import median_step
 from nprof_report.report.findings import find
+from nprof_report.report.ranks import RankFigures, cross_rank
 
 SUMMARY_FORMAT = "nprof-summary"
 SUMMARY_VERSION = 1
@@ -110,9 +113,12 @@ def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_summary(
-    analyses: list[ImplementationAnalysis], manifest: Manifest | None, caveats: list[str]
+    analyses: list[ImplementationAnalysis],
+    manifest: Manifest | None,
+    caveats: list[str],
+    ranks: list[RankFigures] | None = None,
 ) -> dict[str, Any]:
-    """The ``summary.json`` document."""
+    """The ``summary.json`` document; ``ranks``: the figures of each source as a rank."""
     impls: list[dict[str, Any]] = []
     for a in analyses:
         impls.append(
@@ -180,6 +186,9 @@ def build_summary(
         "comparisons": comparisons,
         "caveats": all_caveats,
     }
+    record = cross_rank(ranks or [])
+    if record is not None:
+        summary["ranks"] = record
     summary["findings"] = find(summary)
     return summary
 

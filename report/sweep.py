@@ -22,6 +22,7 @@ from typing import Any
 from nprof_report.bundle import Manifest, elements, size_label
 from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.findings import SEVERITY_RANK
+from nprof_report.report.ranks import RankFigures
 from nprof_report.report.summary import build_summary, compare, headline
 
 Size = tuple[int, ...]
@@ -34,12 +35,16 @@ def _size_of(a: ImplementationAnalysis) -> Size | None:
 
 
 def summarise(
-    analyses: list[ImplementationAnalysis], manifest: Manifest | None, caveats: list[str]
+    analyses: list[ImplementationAnalysis],
+    manifest: Manifest | None,
+    caveats: list[str],
+    ranks: list[RankFigures] | None = None,
 ) -> dict[str, Any]:
-    """:func:`~nprof_report.report.summary.build_summary`, plus the sweep and the numerical check."""
+    """:func:`~nprof_report.report.summary.build_summary`, plus the sweep and the numerical check
+    (``ranks`` as there; a sweep is one process, so it has no ranks)."""
     sizes = sorted({s for a in analyses if (s := _size_of(a)) is not None}, key=elements)
     if len(sizes) < 2 or manifest is None:
-        summary = build_summary(analyses, manifest, caveats)
+        summary = build_summary(analyses, manifest, caveats, ranks)
     else:
         largest, smallest = sizes[-1], sizes[0]
         at = {s: [a for a in analyses if _size_of(a) == s] for s in sizes}

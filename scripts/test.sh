@@ -18,8 +18,9 @@ if ((${#need[@]})); then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-# torch==2.13.0 is the CPU build these machines carry (pyproject's `capture` extra).
-.venv/bin/pip install -q -e '.[capture,test]' --config-settings editable_mode=strict
+# torch==2.13.0 is the CPU build these machines carry (pyproject's `capture` extra); the `ray`
+# extra runs the Ray engine's tests on a local cluster.
+.venv/bin/pip install -q -e '.[capture,ray,test]' --config-settings editable_mode=strict
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/nprof-inductor}"
 
 .venv/bin/ruff check .

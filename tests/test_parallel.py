@@ -151,7 +151,12 @@ def test_default_jobs_leave_small_traces_to_the_parent(
     runs: list[tuple[list[parallel.Task], int]] = []
 
     def record(
-        sources: Any, requests: Any, tasks: list[parallel.Task], workers: int, limit: int
+        sources: Any,
+        requests: Any,
+        tasks: list[parallel.Task],
+        workers: int,
+        limit: int,
+        keep_going: bool,
     ) -> dict[int, BaseException]:
         runs.append((tasks, workers))
         return {}

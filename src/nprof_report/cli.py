@@ -158,6 +158,38 @@ _jobs = click.option(
     help="Traces parsed at once, in worker processes, within 75 % of available memory "
     "[default: the CPU count, once the traces to parse hold 256 MiB].",
 )
+
+
+def _ray_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``local``, ``auto``, ``ray://…`` or ``host:port``; a path given right after ``--ray`` would
+    otherwise be taken for an address."""
+    if value is None or value in ("local", "auto") or value.startswith("ray://"):
+        return value
+    host, _, port = value.rpartition(":")
+    if host and port.isdigit():
+        return value
+    raise click.BadParameter(
+        f"{value!r} is not a Ray address (local, auto, host:port, ray://…); put PATHS before --ray"
+    )
+
+
+_ray = click.option(
+    "--ray",
+    "ray",
+    is_flag=False,
+    flag_value="auto",
+    default=None,
+    metavar="[ADDRESS]",
+    callback=_ray_address,
+    help="Parse each trace in a task on a Ray cluster (pip install 'nprof-report[ray]'): "
+    "ADDRESS of the cluster, 'local' to start one here (--jobs CPUs), none to join the running "
+    "one. The traces must be readable at the same paths on every worker.",
+)
+_keep_going = click.option(
+    "--keep-going",
+    is_flag=True,
+    help="Skip a trace that cannot be parsed and name it among the caveats, instead of stopping.",
+)
 _no_cache = click.option(
     "--no-cache",
     is_flag=True,
@@ -175,16 +207,28 @@ _no_cache = click.option(
 )
 @_jobs
 @_no_cache
-def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache: bool) -> str:
+@_ray
+@_keep_going
+def build(
+    paths: tuple[Path, ...],
+    out: Path | None,
+    jobs: int | None,
+    no_cache: bool,
+    ray: str | None,
+    keep_going: bool,
+) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
     with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
     """
-    runtime.prestart(list(paths))
+    if ray is None:
+        runtime.prestart(list(paths))
     from nprof_report.report.build import build_report
 
-    for written in build_report(list(paths), out=out, jobs=jobs, use_cache=not no_cache):
+    for written in build_report(
+        list(paths), out=out, jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going
+    ):
         click.echo(str(written))
     return LEAVE_FAST
 
@@ -204,19 +248,37 @@ def build(paths: tuple[Path, ...], out: Path | None, jobs: int | None, no_cache:
     is_flag=True,
     help="Do not print the caveats (unknown categories, unlinked device activities ...) on stderr.",
 )
+@click.option(
+    "--by-rank",
+    is_flag=True,
+    help="One row per rank of a multi-rank job: step time, dispatch, device busy, communication.",
+)
 @_jobs
 @_no_cache
+@_ray
+@_keep_going
 def ops(
-    path: Path, fmt: str, limit: int | None, quiet: bool, jobs: int | None, no_cache: bool
+    path: Path,
+    fmt: str,
+    limit: int | None,
+    quiet: bool,
+    by_rank: bool,
+    jobs: int | None,
+    no_cache: bool,
+    ray: str | None,
+    keep_going: bool,
 ) -> str:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run.
 
     What the parse noted (the report's caveats) goes to stderr, one line each.
     """
-    runtime.prestart([path])
+    if ray is None:
+        runtime.prestart([path])
+    from nprof_report.report.jobs import Engine
     from nprof_report.report.opsview import render_ops
 
-    text, notes = render_ops(path, fmt=fmt, limit=limit, jobs=jobs, use_cache=not no_cache)
+    engine = Engine(jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going)
+    text, notes = render_ops(path, fmt=fmt, limit=limit, engine=engine, by_rank=by_rank)
     click.echo(text)
     if not quiet:
         for note in notes:

@@ -30,3 +30,7 @@ class InputError(NprofError):
 
 class CaptureError(NprofError):
     """The capture could not run (missing backend, bad option)."""
+
+
+class EngineError(NprofError):
+    """The engine that runs per-rank jobs cannot start (Ray missing, no cluster at the address)."""

@@ -1,0 +1,138 @@
+"""The ``ranks`` record of the summary into the report's cross-rank section (tables, heat map).
+
+Placed by ``templates/ranks.html.j2``; its CSV files go next to the report with the others,
+including two that are not shown: every rank's key_averages rows (``ranks-key-averages.csv``) and
+the rank x step matrix in long form (``ranks-step-times.csv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nprof_report.report.model import Chart, Col, Table, as_text, make_table
+from nprof_report.report.rankcharts import step_heatmap
+from nprof_report.textout import format_time_us
+
+KEY_AVERAGES_COLUMNS = (
+    "name",
+    "device_type",
+    "calls",
+    "self_cpu_us",
+    "cpu_total_us",
+    "self_device_us",
+    "device_total_us",
+)
+
+
+@dataclass(frozen=True)
+class RanksSection:
+    """The cross-rank section: what it covers, the stragglers, the heat map and the tables."""
+
+    intro: str
+    stragglers: list[str]
+    waited_for: list[str]
+    chart: Chart
+    tables: list[Table]
+    csv_tables: list[Table]  # every table of the section, shown or not
+
+
+def _us(x: Any) -> str:
+    return "–" if x is None else format_time_us(float(x))
+
+
+def _pct(x: Any) -> str:
+    return "–" if x is None else f"{x:g}%"
+
+
+def _table(
+    title: str,
+    csv: str,
+    columns: list[tuple[str, str, Callable[[Any], str]]],
+    records: list[dict[str, Any]],
+    note: str | None = None,
+) -> Table:
+    """A table through :func:`~.model.make_table`: (header, record key, formatter) per column."""
+    cols = [Col(h, key, fmt, text=fmt is as_text) for h, key, fmt in columns]
+    return make_table(title, csv, cols, records, note=note)
+
+
+def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+    """The section, or None when the inputs are not several ranks of one job."""
+    record = summary.get("ranks")
+    if not record:
+        return None
+    rows = record["ranks"]
+    comm = "device activities" if record["comm_source"] == "device" else "host collective ops"
+    intro = (
+        f"{record['ranks_present']} ranks"
+        + (f" of a job of world size {record['world_size']}" if record["world_size"] else "")
+        + (f" ({record['backend']})" if record["backend"] else "")
+        + f"; rank numbers from {record['rank_from']}. Communication time is measured on the "
+        f"{comm} of collectives (c10d ops, record_param_comms, process-group annotations, and "
+        "the device activities they launched), classified by collective."
+    )
+    per_rank = _table(
+        "Per rank: medians over the profiled steps",
+        "ranks.csv",
+        [
+            ("Rank", ("rank"), as_text),
+            ("Steps", ("steps"), as_text),
+            ("Step median", ("step_median_us"), _us),
+            ("Step IQR", ("step_iqr_us"), _us),
+            ("Step min", ("step_min_us"), _us),
+            ("Step max", ("step_max_us"), _us),
+            ("Host dispatch", ("dispatch_median_us"), _us),
+            ("Device busy", ("device_median_us"), _us),
+            ("Device busy %", ("device_busy_pct"), _pct),
+            ("Device compute", ("compute_median_us"), _us),
+            ("Communication", ("comm_median_us"), _us),
+            ("Comm %", ("comm_pct"), _pct),
+        ],
+        rows,
+        note="Device compute: device busy minus device communication.",
+    )
+    kinds = record["comm_kinds"]
+    by_kind = _table(
+        "Communication per step by collective (median)",
+        "ranks-comm.csv",
+        [
+            ("Rank", ("rank"), as_text),
+            *((kind, f"comm:{kind}", _us) for kind in kinds),
+        ],
+        [{**r, **{f"comm:{k}": r["comm_by_kind_us"].get(k) for k in kinds}} for r in rows],
+    )
+    long_steps = [
+        {"rank": row["rank"], "step": step, "dur_us": dur}
+        for row, durs in zip(rows, record["step_time_us"])
+        for step, dur in zip(record["steps"], durs)
+    ]
+    step_times = _table(
+        "Step time per rank and step",
+        "ranks-step-times.csv",
+        [(c, c, as_text) for c in ("rank", "step", "dur_us")],
+        long_steps,
+    )
+    impls = {i["label"]: i for i in summary["implementations"]}
+    keyavg = _table(
+        "key_averages() per rank",
+        "ranks-key-averages.csv",
+        [("rank", "rank", as_text)] + [(c, c, as_text) for c in KEY_AVERAGES_COLUMNS],
+        [{"rank": row["rank"], **op} for row in rows for op in impls[row["label"]]["key_averages"]],
+    )
+    chart = Chart(
+        "Step time per rank and step",
+        step_heatmap([r["rank"] for r in rows], record["steps"], record["step_time_us"]),
+        "Darker is slower; white: the rank has no such step. A straggler shows as a dark row, "
+        "a slow step of the whole job as a dark column.",
+    )
+    shown = [per_rank, by_kind] if kinds else [per_rank]
+    return RanksSection(
+        intro=intro,
+        stragglers=[s["evidence"] for s in record["stragglers"]],
+        waited_for=[w["evidence"] for w in record.get("waited_for", [])],
+        chart=chart,
+        tables=shown,
+        csv_tables=[*shown, step_times, keyavg],
+    )
