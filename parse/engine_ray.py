@@ -105,7 +105,7 @@ def _connect(address: str, cpus: int | None) -> bool:
 
 
 def _largest_node_memory() -> int:
-    alive = [n for n in ray.nodes() if n.get("Alive")]
+    alive = [n for n in ray.nodes() if n.get("Alive")]  # type: ignore[no-untyped-call,unused-ignore]
     return int(max((n["Resources"].get("memory", 0) for n in alive), default=0))
 
 
