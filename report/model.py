@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from nprof_report.report import charts
+from nprof_report.report.glossary import GLOSSARY
 from nprof_report.report.safetext import csv_row, show_bidi
 from nprof_report.report.sweep import detail_implementations
 from nprof_report.textout import format_time_us
@@ -34,66 +35,6 @@ the cell's tooltip, the CSV and summary.json)."""
 
 BREAK_CHARS = 40
 """A text cell longer than this may break after ``::``, ``,``, ``(``, ``<``, ``_`` and ``/``."""
-
-GLOSSARY = [
-    (
-        "Step time",
-        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps.",
-    ),
-    (
-        "Framework ops per step",
-        "Top-level cpu_op events in a step: ops with no op around them, i.e. what the Python code dispatched. Nested aten calls are not counted again.",
-    ),
-    (
-        "Host dispatch",
-        "Summed duration of the top-level framework ops of a step: host time spent inside the framework. Per op: divided by the framework ops per step.",
-    ),
-    (
-        "Framework self time",
-        "Summed self CPU time of every op in a step (its own time, excluding nested ops and runtime calls).",
-    ),
-    (
-        "Runtime calls",
-        "Host-side calls into the device runtime or driver (cuda_runtime, privateuse1_runtime, privateuse1_driver …) and their summed duration.",
-    ),
-    (
-        "Device time",
-        "Summed duration of device activities (kernels, copies, syncs) launched from the step, linked to their op by External id, correlation id or ac2g flow.",
-    ),
-    ("Device busy %", "Device time per step divided by the median step time."),
-    (
-        "Un-profiled time",
-        "Median wall time of one call plus synchronisation measured with torch.utils.benchmark, without the profiler.",
-    ),
-    (
-        "Profiler overhead",
-        "Median profiled step time minus the median un-profiled call time (absolute and relative to the un-profiled time).",
-    ),
-    (
-        "Exceeds noise",
-        "A difference exceeds the run-to-run noise when the interquartile ranges of the two step-time samples do not overlap (un-profiled: when the difference is larger than the sum of the two half-IQRs).",
-    ),
-    (
-        "Host breakdown of the median step",
-        "Self times on the thread that dispatched the step's ops, which add up to the step: framework dispatch (ops, nested annotations), runtime calls made inside ops (launches), waiting on the device (runtime calls outside any op: the loop's synchronize), and outside ops (Python between ops, prof.step()).",
-    ),
-    (
-        "Launch → device start",
-        "Median time from the start of a runtime call to the start of the device activity it launched (linked by correlation id or ac2g flow). On Neuron: submit (nrt_model_submit) to nc_exec_running start.",
-    ),
-    (
-        "Device idle gap and cause",
-        "A hole between merged device-busy intervals inside a step. Its cause is the host activity that overlaps it most: host dispatch (a framework op), runtime call, synchronization (a runtime call outside ops), transfer (the gap ends at a copy), compilation or loading (a Neuron load overlaps it), host outside ops.",
-    ),
-    (
-        "Neuron figures",
-        "From the Neuron system trace: NEFF submissions (nrt_model_submit), hardware executions (nc_exec_running, one span per execution merged across physical cores), model switches, copies in/out (dmem_buf_copyin/out), host blocked on the device (kbl_exec_wait), device busy and idle per step; engine active %, MFU and MBU estimates from the device profiles' Summary tables.",
-    ),
-    (
-        "Self CPU / CPU total / Self device / Device total",
-        "As in prof.key_averages(): self = own time minus children's; device total = device time of the op and everything it called; an op nested in an op of the same name with no sibling counts once.",
-    ),
-]
 
 
 @dataclass(frozen=True)
