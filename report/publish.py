@@ -34,6 +34,7 @@ from pathlib import Path
 
 import orjson
 
+from nprof_report.bundle import sha256_file
 from nprof_report.errors import InputError
 from nprof_report.procs import pid_alive
 
@@ -178,14 +179,11 @@ def _read_record(path: Path) -> dict[str, str]:
 
 
 def _sha256_of(path: Path) -> str | None:
+    """The sha256 of a regular file that is not a link; None for anything else or unreadable."""
     try:
         if not path.is_file() or path.is_symlink():
             return None
-        h = hashlib.sha256()
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+        return sha256_file(path)
     except OSError:
         return None
 

@@ -176,12 +176,17 @@ def cross_rank(figures: list[RankFigures]) -> dict[str, Any] | None:
     return record
 
 
-def stragglers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The slow ranks, slowest first, each with the evidence (module docstring)."""
+def _timed(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
+    """The ranks with a step median, and the median of those (none when fewer than two)."""
     timed = [r for r in rows if r["step_median_us"] is not None]
     if len(timed) < 2:
-        return []
-    job_median = _median([r["step_median_us"] for r in timed])
+        return [], 0.0
+    return timed, _median([r["step_median_us"] for r in timed])
+
+
+def stragglers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The slow ranks, slowest first, each with the evidence (module docstring)."""
+    timed, job_median = _timed(rows)
     out = []
     for row in timed:
         others = [r for r in timed if r is not row]
@@ -209,10 +214,7 @@ def stragglers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def waited_for(rows: list[dict[str, Any]], stragglers: set[int]) -> list[dict[str, Any]]:
     """Ranks the others wait for in collectives (module docstring), stragglers left out."""
-    timed = [r for r in rows if r["step_median_us"] is not None]
-    if len(timed) < 2:
-        return []
-    job_median = _median([r["step_median_us"] for r in timed])
+    timed, job_median = _timed(rows)
     out = []
     for row in timed:
         if row["rank"] in stragglers:
