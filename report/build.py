@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -22,6 +23,11 @@ from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
+
+if TYPE_CHECKING:
+    from nprof_report.bundle import Manifest
+    from nprof_report.report.analyses import ImplementationAnalysis
+    from nprof_report.report.ranks import RankFigures
 
 DEFAULT_RUNS = Path("nprof-runs")
 
@@ -64,12 +70,26 @@ def build_report(
     return publish(out, _report_files(html, pdf, summary, _tables(model)))
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
-    """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
+@dataclass(frozen=True)
+class Analysed:
+    """The inputs ``paths`` resolved to, and the analysis and rank figures of each source."""
+
+    resolved: list[Inputs]
+    analyses: list[ImplementationAnalysis]
+    ranks: list[RankFigures]
+    manifest: Manifest | None
+    caveats: list[str]
+
+
+def analyse_inputs(paths: list[Path], engine: Engine, *, what: str = "report on") -> Analysed:
+    """Resolve ``paths``, convert Neuron traces where needed, and run each source's job.
+
+    ``what`` completes the error for inputs without a trace ("holds no trace.json to ...").
+    """
     resolved: list[Inputs] = [resolve(p) for p in paths]
     sources = [s for r in resolved for s in r.sources if s.trace is not None]
     if not sources:
-        raise InputError(paths[0], "holds no trace.json to report on")
+        raise InputError(paths[0], f"holds no trace.json to {what}")
     labels = [s.label for s in sources]
     # the same implementation from several runs (within one run, a sweep's sizes tell them apart)
     if len(resolved) > 1 and len(set(labels)) != len(labels):
@@ -89,13 +109,19 @@ def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], d
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
     results, skipped = run_jobs(sources, report_job, engine)
-    summary = summarise(
+    return Analysed(
+        resolved,
         [r.analysis for _, r in results],
+        [r.rank for _, r in results],
         manifest,
         caveats + skipped,
-        ranks=[r.rank for _, r in results],
     )
-    return resolved, summary
+
+
+def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
+    """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
+    a = analyse_inputs(paths, engine)
+    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
 
 
 def convert_neuron_traces(sources: list[Source]) -> list[str]:

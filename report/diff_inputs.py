@@ -16,9 +16,8 @@ from typing import Any
 import orjson
 
 from nprof_report.errors import InputError
-from nprof_report.parse import load_sources, resolve
-from nprof_report.report.analyses import analyse
-from nprof_report.report.build import convert_neuron_traces
+from nprof_report.report.build import analyse_inputs
+from nprof_report.report.jobs import Engine
 from nprof_report.report.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
 
 DIFF_FORMAT = "nprof-diff"
@@ -115,14 +114,10 @@ def load_side(path: Path, *, jobs: int | None = None, use_cache: bool = True) ->
     doc = _stored_document(path)
     if doc is not None:
         return _from_document(path, doc)
-    resolved = resolve(path)
-    sources = [s for s in resolved.sources if s.trace is not None]
-    if not sources:
-        raise InputError(path, "holds no trace.json to compare")
-    caveats = list(resolved.notes) + convert_neuron_traces(sources)
-    loading = load_sources(sources, jobs=jobs, use_cache=use_cache)
-    analyses = [analyse(loaded) for loaded in loading]
-    summary = build_summary(analyses, resolved.manifest, caveats)
+    # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
+    # (labelled size/implementation), so each size is compared with its own
+    a = analyse_inputs([path], Engine(jobs=jobs, use_cache=use_cache), what="compare")
+    summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,
         "capture",
