@@ -1,9 +1,11 @@
 """The false-alarm rate of ``nprof-report check``: pairs of captures of the same code.
 
-    python bench/bench_check_noise.py [--pairs 20] [--active 8] [--impl naive] [--out DIR]
+    python bench/bench_check_noise.py [--pairs 20] [--active 8] [--baselines 1] [--impl naive]
+                                      [--out DIR]
 
-Each pair is two CPU captures (``capture --backend cpu --impl IMPL --active N``) taken one after
-the other, then ``check SECOND --baseline FIRST`` with the defaults (step time, 5 %). A pair
+Each try ("pair") is K baseline captures and one more, all CPU captures of the same code
+(``capture --backend cpu --impl IMPL --active N``) taken one after the other, then
+``check LAST --baseline FIRST [--baseline ...]`` with the defaults (step time, 5 %). A try
 passes when ``check`` exits 0. Prints one line per pair (exit code, the step-time difference and
 its 95 % interval from diff.json, the load average) and the rate at the end; writes
 ``results.json`` in ``--out``.
@@ -44,23 +46,15 @@ def _capture(runs: Path, impl: str, active: int) -> Path:
 
 
 def _pair(
-    i: int, runs: Path, out: Path, impl: str, active: int, extra: list[str]
+    i: int, runs: Path, out: Path, impl: str, active: int, k: int, extra: list[str]
 ) -> dict[str, Any]:
-    base = _capture(runs, impl, active)
+    bases = [_capture(runs, impl, active) for _ in range(k)]
     new = _capture(runs, impl, active)
     diff_dir = out / f"diff{i:02d}"
     t0 = time.perf_counter()
+    baselines = [a for b in bases for a in ("--baseline", str(b))]
     done = subprocess.run(
-        [
-            "nprof-report",
-            "check",
-            str(new),
-            "--baseline",
-            str(base),
-            "--out",
-            str(diff_dir),
-            *extra,
-        ],
+        ["nprof-report", "check", str(new), *baselines, "--out", str(diff_dir), *extra],
         capture_output=True,
         text=True,
     )
@@ -68,7 +62,7 @@ def _pair(
     step: dict[str, Any] = {}
     if (diff_dir / "diff.json").is_file():
         doc = json.loads((diff_dir / "diff.json").read_text())
-        step = doc["pairs"][0]["metrics"]["step"]
+        step = doc["check"]["results"][0]
     return {
         "pair": i,
         "rc": done.returncode,
@@ -78,7 +72,7 @@ def _pair(
         "high_pct": step.get("high_pct"),
         "check_s": round(seconds, 2),
         "load": os.getloadavg()[0],
-        "base": str(base),
+        "bases": [str(b) for b in bases],
         "new": str(new),
     }
 
@@ -87,6 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--active", type=int, default=8)
+    ap.add_argument("--baselines", type=int, default=1, help="baseline captures per try")
     ap.add_argument("--impl", default="naive")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("check_args", nargs="*", help="extra arguments for check (after --)")
@@ -96,7 +91,7 @@ def main() -> None:
     runs = out / "runs"
     results = []
     for i in range(1, args.pairs + 1):
-        r = _pair(i, runs, out, args.impl, args.active, args.check_args)
+        r = _pair(i, runs, out, args.impl, args.active, args.baselines, args.check_args)
         results.append(r)
         print(
             f"pair {i:2d}: exit {r['rc']}  step {r['delta_pct']:+.1f} % "
@@ -106,7 +101,10 @@ def main() -> None:
             flush=True,
         )
     passed = sum(r["rc"] == 0 for r in results)
-    print(f"passed {passed} of {len(results)} (active {args.active}, impl {args.impl})")
+    print(
+        f"passed {passed} of {len(results)} "
+        f"(active {args.active}, baselines {args.baselines}, impl {args.impl})"
+    )
     (out / "results.json").write_text(json.dumps(results, indent=1))
     print(out, file=sys.stderr)
 

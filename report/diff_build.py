@@ -49,7 +49,7 @@ def _publish(out: Path, doc: dict[str, Any]) -> list[Path]:
 
 def check_regression(
     new: Path,
-    baseline: Path,
+    baselines: list[Path],
     *,
     max_regression_pct: float,
     metrics: list[str],
@@ -58,8 +58,12 @@ def check_regression(
     jobs: int | None = None,
     use_cache: bool = True,
 ) -> tuple[list[str], list[Path]]:
-    """One line per failing metric (none: no regression), and the files written to ``out``."""
-    doc = compare(baseline, new, jobs=jobs, use_cache=use_cache)
-    failures = check(doc, max_regression_pct=max_regression_pct, metrics=metrics, ops=ops)
-    written = _publish(out, doc) if out is not None else []
+    """One line per failing metric (none: no regression), and the files written to ``out``
+    (the diff against the first baseline, with every verdict)."""
+    new_side = load_side(new, jobs=jobs, use_cache=use_cache)
+    docs = [
+        diff_document(load_side(b, jobs=jobs, use_cache=use_cache), new_side) for b in baselines
+    ]
+    failures = check(docs, max_regression_pct=max_regression_pct, metrics=metrics, ops=ops)
+    written = _publish(out, docs[0]) if out is not None else []
     return failures, written

@@ -5,6 +5,11 @@ lies above ``max_regression_pct`` of BASE's median: the regression is larger tha
 even at the favourable end of the noise. With too few steps to estimate the noise the
 difference itself is compared with the threshold.
 
+With several baseline runs the noise is the spread between runs instead
+(:func:`~nprof_report.report.diff_stats.between_runs`): NEW's median against the baseline runs'
+mean, with the 95 % prediction interval of one more run. On a shared machine two captures of the
+same code differ by more than the steps within one capture show; the baselines' spread measures it.
+
 Metrics: ``step`` (step time), ``device`` (device time per step), ``dispatch`` (host dispatch
 per step: the summed duration of the top-level ops). With ops named, the same metrics of those
 ops instead: host total time per step, device total time per step, launch latency.
@@ -15,7 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from nprof_report.errors import InputError
-from nprof_report.report.diff_compare import METRIC_WORDS, SERIES_WORDS
+from nprof_report.report.diff_compare import METRIC_WORDS, SERIES_WORDS, difference_record
+from nprof_report.report.diff_stats import BETWEEN_RUNS_METHOD, between_runs
 
 OP_METRICS = {"step": "host_total_us", "device": "device_total_us", "dispatch": "launch_us"}
 DEFAULT_MAX_REGRESSION_PCT = 5.0
@@ -54,20 +60,46 @@ def _targets(
 
 
 def check(
-    doc: dict[str, Any], *, max_regression_pct: float, metrics: list[str], ops: list[str]
+    docs: list[dict[str, Any]],
+    *,
+    max_regression_pct: float,
+    metrics: list[str],
+    ops: list[str],
 ) -> list[str]:
-    """Judge the diff; record the verdicts in ``doc["check"]``; return one line per failure."""
+    """Judge NEW against the baselines; return one line per failure.
+
+    ``docs``: the diff documents of NEW against each baseline run (one, or several for the
+    between-runs rule). The verdicts are recorded in the first one, ``docs[0]["check"]``.
+    """
+    doc = docs[0]
     where = doc["sides"]["new"]["path"]
     results: list[dict[str, Any]] = []
     failures: list[str] = []
     for pair in doc["pairs"]:
+        others = [_partner(d, pair) for d in docs[1:]]
         for metric in metrics:
-            for what, rec in _targets(pair, metric, ops, where):
+            targets = _targets(pair, metric, ops, where)
+            other_targets = [
+                dict(_targets(p, metric, ops, d["sides"]["base"]["path"]))
+                for d, p in zip(docs[1:], others)
+            ]
+            for what, rec in targets:
                 if rec is None or rec["delta_pct"] is None:
                     raise InputError(
                         where,
                         f"{pair['label']}: no {what} in BASE to compare (--metric {metric})",
                     )
+                base_us = [rec["base_us"]]
+                if others:
+                    for d, found in zip(docs[1:], other_targets):
+                        other = found.get(what)
+                        if other is None or other["base_us"] is None:
+                            raise InputError(
+                                d["sides"]["base"]["path"], f"{pair['label']}: no {what} to compare"
+                            )
+                        base_us.append(other["base_us"])
+                    rec = difference_record(between_runs(base_us, rec["new_us"]))
+                    assert rec is not None
                 bound = rec["low_pct"] if rec["low_pct"] is not None else rec["delta_pct"]
                 failed = bound > max_regression_pct
                 results.append(
@@ -75,6 +107,7 @@ def check(
                         "label": pair["label"],
                         "metric": metric,
                         "what": what,
+                        "baseline_medians_us": base_us,
                         "delta_pct": rec["delta_pct"],
                         "low_pct": rec["low_pct"],
                         "high_pct": rec["high_pct"],
@@ -87,11 +120,26 @@ def check(
         "max_regression_pct": max_regression_pct,
         "metrics": metrics,
         "ops": ops,
+        "baselines": [d["sides"]["base"]["path"] for d in docs],
+        "noise": "step-to-step interval (diff.json's method)"
+        if len(docs) == 1
+        else BETWEEN_RUNS_METHOD,
         "rule": "fails when the lower end of the interval exceeds the threshold",
         "results": results,
         "passed": not failures,
     }
     return failures
+
+
+def _partner(doc: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
+    """The pair of another baseline's document that compares the same NEW implementation."""
+    pairs: list[dict[str, Any]] = doc["pairs"]
+    for other in pairs:
+        if other["new_label"] == pair["new_label"]:
+            return other
+    raise InputError(
+        doc["sides"]["base"]["path"], f"has no implementation to compare with {pair['new_label']}"
+    )
 
 
 def _line(label: str, what: str, rec: dict[str, Any], threshold: float) -> str:

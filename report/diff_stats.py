@@ -15,7 +15,9 @@ standard error of each median (McKean and Schrader, 1984), which the bootstrap a
 
 The interval covers step-to-step noise within each run. Noise between runs (another process on
 the machine, clocks, caches warmed differently) is not in it: two captures of the same code may
-differ by more. ``check`` therefore fails only when the whole interval lies above its threshold.
+differ by more. ``check`` therefore fails only when the whole interval lies above its threshold,
+and given several baseline runs it uses :func:`between_runs` instead, whose interval is the spread
+between runs.
 """
 
 from __future__ import annotations
@@ -89,3 +91,35 @@ def _median_se(values: list[float]) -> float:
     n = len(x)
     c = min(max(1, round((n + 1) / 2 - _Z * math.sqrt(n / 4))), n)
     return (x[n - c] - x[c - 1]) / (2 * _Z)
+
+
+BETWEEN_RUNS_METHOD = (
+    f"{CONFIDENCE} % prediction interval of one more run's median from the baseline runs' medians "
+    "(Student's t with k - 1 degrees of freedom: mean ± t·s·√(1 + 1/k)); NEW's median is "
+    "compared with it as another run"
+)
+
+
+def between_runs(base_medians: list[float], new: float) -> Difference:
+    """NEW's median against the medians of ``k >= 2`` baseline runs of the same code.
+
+    The step-to-step interval of :func:`difference` does not see what changes between runs (the
+    load on the machine, clocks, caches): on a shared runner two captures of one code differ by
+    more than it allows. Given several baseline runs, their medians' spread is that noise: if NEW
+    is one more run of the baseline's code, its median lies within ``mean ± t s √(1 + 1/k)`` in
+    95 % of cases (the prediction interval for a further observation of a normal sample; ``s`` the
+    medians' standard deviation, ``t`` Student's 97.5th percentile with ``k - 1`` degrees of
+    freedom), the statistical threshold of continuous-benchmarking services such as Bencher
+    (https://bencher.dev/docs/explanation/thresholds/). The difference is NEW's median minus the
+    baseline runs' mean; its interval is that prediction interval around it.
+    """
+    from scipy.special import stdtrit  # only with several baselines: its import takes ~0.4 s
+
+    k = len(base_medians)
+    if k < 2:
+        raise ValueError("between_runs needs two or more baseline runs")
+    mean = statistics.fmean(base_medians)
+    half = float(stdtrit(k - 1, 0.5 + CONFIDENCE / 200)) * statistics.stdev(base_medians)
+    half *= math.sqrt(1 + 1 / k)
+    delta = new - mean
+    return Difference(mean, new, delta - half, delta + half)

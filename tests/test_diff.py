@@ -19,9 +19,9 @@ import polars as pl
 import pytest
 
 from nprof_report.errors import InputError
-from nprof_report.report.diff_build import compare, diff_report
+from nprof_report.report.diff_build import check_regression, compare, diff_report
 from nprof_report.report.diff_check import check, parse_threshold
-from nprof_report.report.diff_stats import difference
+from nprof_report.report.diff_stats import between_runs, difference
 from tests.conftest import NEURON
 from tests.diff_traces import model, write_trace
 
@@ -72,17 +72,17 @@ def test_planted_differences_are_found_exactly(planted: dict[str, Any]) -> None:
 
 def test_planted_regression_fails_check(planted: dict[str, Any]) -> None:
     doc = planted["doc"]
-    failures = check(doc, max_regression_pct=5.0, metrics=["step"], ops=[])
+    failures = check([doc], max_regression_pct=5.0, metrics=["step"], ops=[])
     assert len(failures) == 1
     assert "step time" in failures[0]
     # by name, both aten::mm rows are checked and only the slowed one fails
-    op_failures = check(doc, max_regression_pct=5.0, metrics=["device"], ops=["aten::mm"])
+    op_failures = check([doc], max_regression_pct=5.0, metrics=["device"], ops=["aten::mm"])
     assert len(op_failures) == 1
     assert MM in op_failures[0]
-    assert check(doc, max_regression_pct=5.0, metrics=["device"], ops=[MM]) == op_failures
+    assert check([doc], max_regression_pct=5.0, metrics=["device"], ops=[MM]) == op_failures
     assert doc["check"]["passed"] is False
     # at 15 % the same regression passes
-    assert check(doc, max_regression_pct=15.0, metrics=["step", "device"], ops=[]) == []
+    assert check([doc], max_regression_pct=15.0, metrics=["step", "device"], ops=[]) == []
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -93,7 +93,66 @@ def test_pure_noise_passes_at_five_percent(tmp_path: Path, seed: int) -> None:
     pair = doc["pairs"][0]
     assert [o for o in pair["ops"] if o["moved"] or o["kernels_changed"]] == []
     assert pair["added"] == pair["removed"] == []
-    assert check(doc, max_regression_pct=5.0, metrics=["step", "device", "dispatch"], ops=[]) == []
+    assert (
+        check([doc], max_regression_pct=5.0, metrics=["step", "device", "dispatch"], ops=[]) == []
+    )
+
+
+KERNELS = ("gemm_128x64", "relu_kernel", "gemm_small", "ln_kernel", "add_kernel")
+
+
+def _machine(tmp_path: Path, name: str, speed: float, seed: int) -> Path:
+    """A run of the same code on a machine ``speed`` times as slow (every kernel)."""
+    return write_trace(tmp_path / name, model(slower={k: speed for k in KERNELS}), seed=seed)
+
+
+def test_several_baselines_take_the_noise_between_runs(tmp_path: Path) -> None:
+    """CONSTRUCTED runs of one code on a machine whose speed changes from run to run (0.92x,
+    1.0x, 1.10x): NEW, the same code in a run 1.12x slower, fails against one baseline (the
+    step-to-step interval cannot see a whole-run shift) and passes against the three; NEW with
+    its step 1.8x as long fails against the three too."""
+    bases = [_machine(tmp_path, f"b{i}.json", f, 20 + i) for i, f in enumerate((0.92, 1.0, 1.10))]
+    same = _machine(tmp_path, "same.json", 1.12, 30)
+    slow = _machine(tmp_path, "slow.json", 1.8, 31)
+    kw: dict[str, Any] = {"max_regression_pct": 5.0, "metrics": ["step"], "ops": []}
+    one, _ = check_regression(same, bases[1:2], **kw)
+    assert len(one) == 1
+    three, _ = check_regression(same, bases, **kw)
+    assert three == []
+    failed, _ = check_regression(slow, bases, **kw, out=tmp_path / "gate")
+    assert len(failed) == 1 and "step time" in failed[0]
+    record = json.loads((tmp_path / "gate" / "diff.json").read_text())["check"]
+    assert record["baselines"] == [str(b) for b in bases]
+    assert "prediction interval" in record["noise"]
+    (result,) = record["results"]
+    medians = result["baseline_medians_us"]
+    assert len(medians) == 3 and medians[0] < medians[1] < medians[2]
+    assert result["failed"] is True and result["low_pct"] > 5.0
+
+
+def test_between_runs_is_the_prediction_interval() -> None:
+    """Against Student's t as printed in tables (t 0.975 with 2 degrees of freedom = 4.303):
+    medians 9, 10, 11 (mean 10, s 1) give 10 ± 4.303 * sqrt(1 + 1/3)."""
+    d = between_runs([9.0, 10.0, 11.0], 12.0)
+    half = 4.303 * (4 / 3) ** 0.5
+    assert d.base == 10.0 and d.delta == 2.0
+    assert d.low == pytest.approx(2.0 - half, abs=1e-3)
+    assert d.high == pytest.approx(2.0 + half, abs=1e-3)
+    with pytest.raises(ValueError, match="two or more"):
+        between_runs([1.0], 1.0)
+
+
+def test_between_runs_interval_covers_one_more_run() -> None:
+    """Coverage: three baseline runs and NEW drawn from one normal distribution of run medians;
+    the interval holds zero in about 95 % of 2,000 seeded trials."""
+    rng = random.Random(11)
+    held = 0
+    for _ in range(2000):
+        runs = [rng.gauss(100, 10) for _ in range(4)]
+        d = between_runs(runs[:3], runs[3])
+        assert d.low is not None and d.high is not None
+        held += d.low <= 0 <= d.high
+    assert 0.935 <= held / 2000 <= 0.965
 
 
 def test_host_only_traces_compare_host_time(tmp_path: Path) -> None:
@@ -235,7 +294,7 @@ def test_stored_summary_baseline_compares_like_the_traces(cpu_report: Path) -> N
     for pair in from_summary["pairs"]:
         assert pair["metrics"]["step"]["delta_us"] == 0
         assert not any(o["moved"] for o in pair["ops"])
-    assert check(from_summary, max_regression_pct=5, metrics=["step", "dispatch"], ops=[]) == []
+    assert check([from_summary], max_regression_pct=5, metrics=["step", "dispatch"], ops=[]) == []
 
 
 def test_stored_diff_json_baseline_is_its_new_side(planted: dict[str, Any], tmp_path: Path) -> None:
@@ -308,6 +367,11 @@ def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
     ok = _cli("check", same, "--baseline", base)
     assert ok.returncode == 0, ok.stderr
     assert ok.stderr == ""
+    # several baselines: their spread is the noise (two runs: a wide interval)
+    two = _cli("check", same, "--baseline", base, "--baseline", same, "--out", tmp_path / "two")
+    assert two.returncode == 0, two.stderr
+    record = json.loads((tmp_path / "two" / "diff.json").read_text())["check"]
+    assert record["baselines"] == [str(base), str(same)]
     bad = _cli(
         "check", new, "--baseline", base, "--metric", "step", "--metric", "device",
         "--out", tmp_path / "gate",

@@ -325,9 +325,12 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option(
     "--baseline",
+    "baselines",
     type=click.Path(path_type=Path),
     required=True,
-    help="A run, bundle or trace, or a stored summary.json / diff.json.",
+    multiple=True,
+    help="A run, bundle or trace, or a stored summary.json / diff.json; repeated: several runs "
+    "of the baseline's code, whose spread is the noise.",
 )
 @click.option(
     "--max-regression",
@@ -354,7 +357,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @_no_cache
 def check_command(
     new: Path,
-    baseline: Path,
+    baselines: tuple[Path, ...],
     max_regression: float,
     metrics: tuple[str, ...],
     ops: tuple[str, ...],
@@ -366,12 +369,12 @@ def check_command(
 
     Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
     """
-    runtime.prestart([baseline, new])
+    runtime.prestart([*baselines, new])
     from nprof_report.report.diff_build import check_regression
 
     failures, written = check_regression(
         new,
-        baseline,
+        list(baselines),
         max_regression_pct=max_regression,
         metrics=list(metrics) or ["step"],
         ops=list(ops),
