@@ -17,11 +17,12 @@ import orjson
 from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
 from nprof_report.report.jobs import Engine, report_job, run_jobs
-from nprof_report.report.model import ReportModel, Table, build_model
+from nprof_report.report.model import ReportModel, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
+from nprof_report.report.tables import Table
 
 DEFAULT_RUNS = Path("nprof-runs")
 

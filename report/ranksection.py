@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report.model import Chart, Col, Table, as_text, make_table
+from nprof_report.report.model import Chart
 from nprof_report.report.rankcharts import step_heatmap
+from nprof_report.report.tables import Col, Table, as_text, make_table
 from nprof_report.textout import format_time_us
 
 KEY_AVERAGES_COLUMNS = (
@@ -53,7 +54,7 @@ def _table(
     records: list[dict[str, Any]],
     note: str | None = None,
 ) -> Table:
-    """A table through :func:`~.model.make_table`: (header, record key, formatter) per column."""
+    """A table through :func:`~.tables.make_table`: (header, record key, formatter) per column."""
     cols = [Col(h, key, fmt, text=fmt is as_text) for h, key, fmt in columns]
     return make_table(title, csv, cols, records, note=note)
 

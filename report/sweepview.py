@@ -10,8 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nprof_report.report import sweepchart
-from nprof_report.report.model import Chart, Col, ReportModel, Table, as_text, make_table
+from nprof_report.report.model import Chart, ReportModel
 from nprof_report.report.sweep import crossover_title
+from nprof_report.report.tables import Col, Table, as_text, make_table
 from nprof_report.textout import format_time_us
 
 GLOSSARY = [
