@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -20,6 +19,7 @@ from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
+from nprof_report.report.summary_types import Summary
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
 from nprof_report.report.tables import Table
@@ -65,7 +65,7 @@ def build_report(
     return publish(out, _report_files(html, pdf, summary, _tables(model)))
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
+def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     resolved: list[Inputs] = [resolve(p) for p in paths]
     sources = [s for r in resolved for s in r.sources if s.trace is not None]
@@ -120,9 +120,7 @@ def _csv_bytes(table: Table) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _report_files(
-    html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
-) -> dict[str, bytes]:
+def _report_files(html: str, pdf: bytes, summary: Summary, tables: list[Table]) -> dict[str, bytes]:
     """The report's own files, by path relative to the output folder, in the order printed."""
     files = {
         "report.html": html.encode("utf-8"),

@@ -1,12 +1,14 @@
 """The columns of the report's tables, as data: header, the summary record's key, formatter,
 relative width, text or number, shown or only in the CSV (:class:`~.tables.Col`).
 
-:mod:`.model` fills these from the summary records whose keys they name.
+:mod:`.model` fills these from the summary records whose keys they name
+(:mod:`.summary_types`; ``tests/test_summary_types.py`` checks that every key is one of its
+record's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nprof_report.report.tables import (
@@ -64,7 +66,7 @@ TOP_OPS_COLUMNS = [
     Col("Device median", "device_median_us", as_us),
     Col("Device activities", "device_activities", as_text),
 ]
-TOP_OPS_RANK: tuple[str, Callable[[dict[str, Any]], Any]] = (
+TOP_OPS_RANK: tuple[str, Callable[[Mapping[str, Any]], Any]] = (
     "dispatch time per step",
     lambda r: (r.get("calls_per_step") or 0) * (r.get("dispatch_median_us") or 0),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nprof_report.report import charts
 from nprof_report.report.columns import (
@@ -27,6 +27,15 @@ from nprof_report.report.columns import (
 )
 from nprof_report.report.glossary import GLOSSARY
 from nprof_report.report.safetext import show_bidi
+from nprof_report.report.summary_types import (
+    Finding,
+    ImplementationRecord,
+    Metric,
+    NeuronRecord,
+    RunRecord,
+    Summary,
+    metric_figures,
+)
 from nprof_report.report.sweep import detail_implementations
 from nprof_report.report.tables import Table, as_number, as_us, make_table
 
@@ -81,7 +90,7 @@ class ReportModel:
     verdict: str
     headline: Table
     comparisons: Table
-    findings: list[dict[str, str]]
+    findings: list[Finding]
     left_out: list[str]  # what the report leaves to summary.json and the CSV files
     charts: list[Chart]
     sections: list[ImplementationSection]
@@ -95,17 +104,17 @@ class ReportModel:
     ranks: RanksSection | None = None  # several ranks of one job (report/ranksection.py)
 
 
-def build_model(summary: dict[str, Any]) -> ReportModel:
+def build_model(summary: Summary) -> ReportModel:
     """Format the summary for the templates."""
-    run = summary.get("run") or {}
+    run = summary["run"]
     impls = summary["implementations"]
     labels = [i["label"] for i in impls]
-    run_id = run.get("run_id") or " vs ".join(labels)
-    workload = run.get("workload") or {}
+    run_id = (run["run_id"] if run else "") or " vs ".join(labels)
+    workload: dict[str, Any] = (run["workload"] if run else None) or {}
     shape = "×".join(str(d) for d in workload.get("shape", [])) or "unknown shape"
     question = (
         f"Which {workload.get('name', 'RMSNorm')} implementation ({', '.join(labels)}) is fastest on "
-        f"{run.get('device') or 'the captured device'} (backend {run.get('backend') or 'unknown'}) "
+        f"{run['device'] or 'the captured device'} (backend {run['backend'] or 'unknown'}) "
         f"for a {shape} {workload.get('dtype', '')} input, and where does its time go?"
         if run
         else f"How do {', '.join(labels)} compare, and where does their time go?"
@@ -157,12 +166,12 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         ],
         caveats=summary["caveats"],
         provenance=_provenance(run),
-        environment=sorted((run.get("environment") or {}).items()),
+        environment=sorted((run["environment"] or {}).items()) if run else [],
         files=make_table(
             "Files and checksums",
             "files.csv",
             FILES_COLUMNS,
-            run.get("files") or [],
+            run["files"] or [],
         )
         if run
         else None,
@@ -172,43 +181,40 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
     )
 
 
-def _ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+def _ranks_section(summary: Summary) -> RanksSection | None:
     from nprof_report.report.ranksection import ranks_section  # it builds on this module's Chart
 
     return ranks_section(summary)
 
 
-def _verdict(summary: dict[str, Any]) -> str:
+def _verdict(summary: Summary) -> str:
     impls = summary["implementations"]
     if not impls:
         return "No implementation could be analysed."
-    key = (
+    key: Literal["unprofiled_median_us", "step_median_us"] = (
         "unprofiled_median_us"
         if all(i["headline"].get("unprofiled_median_us") is not None for i in impls)
         else "step_median_us"
     )
-    timed = [i for i in impls if i["headline"].get(key) is not None]
+    timed = [(i, t) for i in impls if (t := i["headline"][key]) is not None]
     if not timed:
         return "No step timings were found in the traces."
-    best = min(timed, key=lambda i: i["headline"][key])
+    best, best_time = min(timed, key=lambda it: it[1])
     base = impls[0]
+    base_time = base["headline"][key]
     what = (
         "un-profiled time per call"
         if key == "unprofiled_median_us"
         else "median profiled step time"
     )
-    text = f"{best['label']} is fastest by {what}: {as_us(best['headline'][key])}"
-    if best is not base and base["headline"].get(key):
-        ratio = base["headline"][key] / best["headline"][key]
-        comp: dict[str, Any] = next(
-            (c for c in summary["comparisons"] if c["label"] == best["label"]), {}
-        )
-        noise_key = (
-            "unprofiled_exceeds_noise" if key == "unprofiled_median_us" else "step_exceeds_noise"
-        )
-        noise = "exceeds" if comp.get(noise_key) else "does not exceed"
+    text = f"{best['label']} is fastest by {what}: {as_us(best_time)}"
+    if best is not base and base_time:
+        ratio = base_time / best_time
+        comp = next((c for c in summary["comparisons"] if c["label"] == best["label"]), None)
+        metric: Metric = "unprofiled" if key == "unprofiled_median_us" else "step"
+        noise = "exceeds" if comp and metric_figures(comp, metric)[2] else "does not exceed"
         text += (
-            f" against {as_us(base['headline'][key])} for {base['label']} ({ratio:.2f}× faster); "
+            f" against {as_us(base_time)} for {base['label']} ({ratio:.2f}× faster); "
             f"the difference {noise} the run-to-run noise."
         )
     else:
@@ -223,7 +229,7 @@ def _verdict(summary: dict[str, Any]) -> str:
     return text
 
 
-def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
+def _charts(impls: list[ImplementationRecord]) -> list[Chart]:
     labels = [show_bidi(i["label"]) for i in impls]
     out = [
         Chart(
@@ -232,7 +238,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
             "Box: median and interquartile range of the profiled steps; whiskers 1.5 IQR; dots: every step.",
         )
     ]
-    med = [i.get("median_step") or {} for i in impls]
+    med = [i["median_step"] for i in impls]
     out.append(
         Chart(
             "Where the median step goes (host timeline, exclusive)",
@@ -240,14 +246,14 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                 labels,
                 {
                     "framework dispatch (op self time)": [
-                        m.get("framework_us") or 0.0 for m in med
+                        m["framework_us"] if m else 0.0 for m in med
                     ],
-                    "runtime calls in ops": [m.get("runtime_us") or 0.0 for m in med],
+                    "runtime calls in ops": [m["runtime_us"] if m else 0.0 for m in med],
                     "waiting on the device (calls outside ops)": [
-                        m.get("sync_us") or 0.0 for m in med
+                        m["sync_us"] if m else 0.0 for m in med
                     ],
                     "outside ops (Python, prof.step)": [
-                        max(m.get("outside_us") or 0.0, 0.0) for m in med
+                        max(m["outside_us"] if m else 0.0, 0.0) for m in med
                     ],
                 },
                 "µs in the median step (the bar adds up to that step's duration)",
@@ -295,7 +301,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                         [{**b, "label": show_bidi(b["label"] or "")} for b in i["timeline"]]
                         for i in impls
                     ],
-                    [(i.get("median_step") or {}).get("dur_us") or 1.0 for i in impls],
+                    [(m["dur_us"] if m else 0.0) or 1.0 for m in med],
                 ),
                 "Framework ops by nesting level (L0 = dispatched by Python), runtime calls, and device activity.",
             )
@@ -315,7 +321,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
     return out
 
 
-def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
+def _section(impl: ImplementationRecord, shown: bool = True) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
     figures = make_table(
@@ -385,7 +391,7 @@ def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
     return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
 
 
-def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:
+def _neuron_table(neuron: NeuronRecord, csv: str) -> Table:
     engines = ", ".join(f"{k} {v}%" for k, v in neuron["engine_active_pct"].items())
     clock = neuron["clock"]
     return make_table(
@@ -401,7 +407,7 @@ def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:
     )
 
 
-def _provenance(run: dict[str, Any]) -> list[tuple[str, str]]:
+def _provenance(run: RunRecord | None) -> list[tuple[str, str]]:
     if not run:
         return [("Run", "trace files captured elsewhere; no manifest")]
     versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items() if v)

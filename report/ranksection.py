@@ -7,12 +7,13 @@ the rank x step matrix in long form (``ranks-step-times.csv``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from nprof_report.report.model import Chart
 from nprof_report.report.rankcharts import step_heatmap
+from nprof_report.report.summary_types import Summary
 from nprof_report.report.tables import Col, Table, as_text, make_table
 from nprof_report.textout import format_time_us
 
@@ -51,7 +52,7 @@ def _table(
     title: str,
     csv: str,
     columns: list[tuple[str, str, Callable[[Any], str]]],
-    records: list[dict[str, Any]],
+    records: Sequence[Mapping[str, Any]],
     note: str | None = None,
 ) -> Table:
     """A table through :func:`~.tables.make_table`: (header, record key, formatter) per column."""
@@ -59,7 +60,7 @@ def _table(
     return make_table(title, csv, cols, records, note=note)
 
 
-def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+def ranks_section(summary: Summary) -> RanksSection | None:
     """The section, or None when the inputs are not several ranks of one job."""
     record = summary.get("ranks")
     if not record:

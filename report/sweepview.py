@@ -7,14 +7,25 @@ Everything comes from ``summary["sweep"]`` and ``summary["numerical_check"]``
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from nprof_report.report import sweepchart
 from nprof_report.report.model import Chart, ReportModel
+from nprof_report.report.summary_types import (
+    CheckRecord,
+    ComparisonPoint,
+    Metric,
+    Summary,
+    SweepRecord,
+    metric_figures,
+)
 from nprof_report.report.sweep import crossover_title
 from nprof_report.report.tables import Col, Table, as_text, make_table
 from nprof_report.textout import format_time_us
 
+TimeKey = Literal[
+    "unprofiled_median_us", "step_median_us", "dispatch_per_step_us", "device_per_step_us"
+]
 GLOSSARY = [
     (
         "Numerical check",
@@ -31,7 +42,7 @@ GLOSSARY = [
         "from which the verdict at the largest size holds at every larger size.",
     ),
 ]
-TIME_COLUMNS = (
+TIME_COLUMNS: tuple[tuple[str, TimeKey], ...] = (
     ("Un-profiled / call", "unprofiled_median_us"),
     ("Profiled step", "step_median_us"),
     ("Host dispatch / step", "dispatch_per_step_us"),
@@ -57,7 +68,7 @@ def _sci(x: float | None) -> str:
     return "–" if x is None else f"{x:.3g}"
 
 
-def _check_table(checks: list[dict[str, Any]]) -> Table:
+def _check_table(checks: list[CheckRecord]) -> Table:
     records = []
     for c in checks:
         shown = c["status"].upper() if c["status"] == "fail" else c["status"]
@@ -94,25 +105,25 @@ def _check_table(checks: list[dict[str, Any]]) -> Table:
     )
 
 
-def _sweep_table(sweep: dict[str, Any]) -> Table:
+def _sweep_table(sweep: SweepRecord) -> Table:
     comps = {c["label"]: c for c in sweep["comparisons"]}
-    records = []
+    records: list[dict[str, Any]] = []
     for series in sweep["series"]:
         comp = comps.get(series["label"])
-        at = (
+        at: dict[str, tuple[ComparisonPoint | None, str | None]] = (
             {p["size_label"]: (p, v) for p, v in zip(comp["points"], comp["verdicts"])}
             if comp
             else {}
         )
-        metric = (comp or {}).get("metric") or "unprofiled"
+        metric: Metric = (comp.get("metric") if comp else None) or "unprofiled"
         for p in series["points"]:
-            point, verdict = at.get(p["size_label"], ({}, None))
+            point, verdict = at.get(p["size_label"], (None, None))
             records.append(
                 {
                     "label": series["label"],
                     "size_label": p["size_label"],
                     **{k: p[k] for _, k in TIME_COLUMNS},
-                    "ratio": point.get(f"{metric}_ratio"),
+                    "ratio": metric_figures(point, metric)[1] if point else None,
                     "verdict": verdict or ("baseline" if comp is None else None),
                 }
             )
@@ -133,7 +144,7 @@ def _sweep_table(sweep: dict[str, Any]) -> Table:
     )
 
 
-def _charts(sweep: dict[str, Any]) -> list[Chart]:
+def _charts(sweep: SweepRecord) -> list[Chart]:
     labels = [s["label"] for s in sweep["series"]]
     points = [s["points"] for s in sweep["series"]]
     timed = all(p["unprofiled_median_us"] for pts in points for p in pts)
@@ -155,7 +166,7 @@ def _charts(sweep: dict[str, Any]) -> list[Chart]:
     ]
 
 
-def check_sentence(checks: list[dict[str, Any]]) -> str | None:
+def check_sentence(checks: list[CheckRecord]) -> str | None:
     """The page-1 sentence on the numerical check."""
     if not checks:
         return None
@@ -184,7 +195,7 @@ def check_sentence(checks: list[dict[str, Any]]) -> str | None:
     )
 
 
-def add_sweep(model: ReportModel, summary: dict[str, Any]) -> ReportModel:
+def add_sweep(model: ReportModel, summary: Summary) -> ReportModel:
     """The model with the sweep's section and the page-1 sentences, when the summary has them."""
     checks = summary.get("numerical_check") or []
     sweep = summary.get("sweep")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +46,7 @@ class CsvRows:
     100,000 op names is not copied into lists first), text that a spreadsheet would read as a
     formula quoted as text (:func:`~nprof_report.report.safetext.csv_row`)."""
 
-    records: Sequence[dict[str, Any]]
+    records: Sequence[Mapping[str, Any]]
     keys: tuple[str, ...]
 
     def __iter__(self) -> Iterator[list[Any]]:
@@ -95,9 +95,9 @@ def make_table(
     title: str,
     csv: str,
     cols: list[Col],
-    records: list[dict[str, Any]],
+    records: Sequence[Mapping[str, Any]],
     note: str | None = None,
-    rank: tuple[str, Callable[[dict[str, Any]], Any]] | None = None,
+    rank: tuple[str, Callable[[Mapping[str, Any]], Any]] | None = None,
 ) -> Table:
     """The table of ``records``; only the first :data:`MAX_ROWS` are formatted and shown.
 
