@@ -9,11 +9,12 @@ record's).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from nprof_report.report.tables import (
     Col,
     as_number,
+    as_sci,
     as_text,
     as_us,
     as_us_signed,
@@ -134,3 +135,54 @@ NEURON_STEPS_COLUMNS = [
     Col("Device busy", "device_busy_us", as_us),
     Col("Device idle", "device_idle_us", as_us),
 ]
+
+NUMERICAL_CHECK_COLUMNS = [
+    Col("Implementation", "label", as_text, 1.5, text=True),
+    Col("Size", "size_label", as_text, text=True),
+    Col("Check", "check", as_text, 1.5, text=True),
+    Col("Status", "status", as_text, shown=False),
+    Col("Max abs error", "max_abs_error", as_sci),
+    Col("Max rel error", "max_rel_error", as_sci),
+    Col("Tolerance", "tolerance", as_text, 1.5, text=True),
+    Col("atol", "atol", as_text, shown=False),
+    Col("rtol", "rtol", as_text, shown=False),
+    Col("Mismatched", "mismatched", as_text, shown=False),
+    Col("Note", "note", as_text, shown=False),
+]
+"""The numerical check (:mod:`.sweepview`): a check record with ``check`` and ``tolerance`` in
+words."""
+
+TimeKey = Literal[
+    "unprofiled_median_us", "step_median_us", "dispatch_per_step_us", "device_per_step_us"
+]
+SWEEP_TIME_COLUMNS: tuple[tuple[str, TimeKey], ...] = (
+    ("Un-profiled / call", "unprofiled_median_us"),
+    ("Profiled step", "step_median_us"),
+    ("Host dispatch / step", "dispatch_per_step_us"),
+    ("Device / step", "device_per_step_us"),
+)
+"""The headline figures the sweep table shows at every size."""
+
+SWEEP_COLUMNS = [
+    Col("Implementation", "label", as_text, 1.5, text=True),
+    Col("Size", "size_label", as_text, text=True),
+    *(Col(h, k, as_us) for h, k in SWEEP_TIME_COLUMNS),
+    Col("Ratio to baseline", "ratio", lambda v: as_number(v, "×")),
+    Col("vs baseline", "verdict", as_text, 1.3, text=True),
+]
+
+RANKS_COLUMNS = [
+    Col("Rank", "rank", as_text, text=True),
+    Col("Steps", "steps", as_text, text=True),
+    Col("Step median", "step_median_us", as_us),
+    Col("Step IQR", "step_iqr_us", as_us),
+    Col("Step min", "step_min_us", as_us),
+    Col("Step max", "step_max_us", as_us),
+    Col("Host dispatch", "dispatch_median_us", as_us),
+    Col("Device busy", "device_median_us", as_us),
+    Col("Device busy %", "device_busy_pct", lambda v: as_number(v, "%")),
+    Col("Device compute", "compute_median_us", as_us),
+    Col("Communication", "comm_median_us", as_us),
+    Col("Comm %", "comm_pct", lambda v: as_number(v, "%")),
+]
+"""Per rank (:mod:`.ranksection`)."""

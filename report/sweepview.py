@@ -7,9 +7,10 @@ Everything comes from ``summary["sweep"]`` and ``summary["numerical_check"]``
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from nprof_report.report import sweepchart
+from nprof_report.report.columns import NUMERICAL_CHECK_COLUMNS, SWEEP_COLUMNS, SWEEP_TIME_COLUMNS
 from nprof_report.report.model import Chart, ReportModel
 from nprof_report.report.summary_types import (
     CheckRecord,
@@ -20,12 +21,8 @@ from nprof_report.report.summary_types import (
     metric_figures,
 )
 from nprof_report.report.sweep import crossover_title
-from nprof_report.report.tables import Col, Table, as_text, make_table
-from nprof_report.textout import format_time_us
+from nprof_report.report.tables import Table, make_table
 
-TimeKey = Literal[
-    "unprofiled_median_us", "step_median_us", "dispatch_per_step_us", "device_per_step_us"
-]
 GLOSSARY = [
     (
         "Numerical check",
@@ -42,12 +39,6 @@ GLOSSARY = [
         "from which the verdict at the largest size holds at every larger size.",
     ),
 ]
-TIME_COLUMNS: tuple[tuple[str, TimeKey], ...] = (
-    ("Un-profiled / call", "unprofiled_median_us"),
-    ("Profiled step", "step_median_us"),
-    ("Host dispatch / step", "dispatch_per_step_us"),
-    ("Device / step", "device_per_step_us"),
-)
 
 
 @dataclass(frozen=True)
@@ -58,14 +49,6 @@ class SweepView:
     intro: str
     charts: list[Chart]
     tables: list[Table]
-
-
-def _us(x: float | None) -> str:
-    return "–" if x is None else format_time_us(float(x))
-
-
-def _sci(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3g}"
 
 
 def _check_table(checks: list[CheckRecord]) -> Table:
@@ -85,19 +68,7 @@ def _check_table(checks: list[CheckRecord]) -> Table:
     return make_table(
         "Numerical check against the reference",
         "numerical-check.csv",
-        [
-            Col("Implementation", "label", as_text, 1.5, text=True),
-            Col("Size", "size_label", as_text, text=True),
-            Col("Check", "check", as_text, 1.5, text=True),
-            Col("Status", "status", as_text, shown=False),
-            Col("Max abs error", "max_abs_error", _sci),
-            Col("Max rel error", "max_rel_error", _sci),
-            Col("Tolerance", "tolerance", as_text, 1.5, text=True),
-            Col("atol", "atol", as_text, shown=False),
-            Col("rtol", "rtol", as_text, shown=False),
-            Col("Mismatched", "mismatched", as_text, shown=False),
-            Col("Note", "note", as_text, shown=False),
-        ],
+        NUMERICAL_CHECK_COLUMNS,
         records,
         note=f"Each output compared elementwise with {reference}'s on the same inputs, before "
         "profiling: pass when every element is within atol + rtol × |reference| "
@@ -122,7 +93,7 @@ def _sweep_table(sweep: SweepRecord) -> Table:
                 {
                     "label": series["label"],
                     "size_label": p["size_label"],
-                    **{k: p[k] for _, k in TIME_COLUMNS},
+                    **{k: p[k] for _, k in SWEEP_TIME_COLUMNS},
                     "ratio": metric_figures(point, metric)[1] if point else None,
                     "verdict": verdict or ("baseline" if comp is None else None),
                 }
@@ -130,13 +101,7 @@ def _sweep_table(sweep: SweepRecord) -> Table:
     return make_table(
         "Time per call at every size",
         "sweep.csv",
-        [
-            Col("Implementation", "label", as_text, 1.5, text=True),
-            Col("Size", "size_label", as_text, text=True),
-            *(Col(h, k, _us) for h, k in TIME_COLUMNS),
-            Col("Ratio to baseline", "ratio", lambda v: "–" if v is None else f"{v:g}×"),
-            Col("vs baseline", "verdict", as_text, 1.3, text=True),
-        ],
+        SWEEP_COLUMNS,
         records,
         note="Medians. Ratio and verdict against the baseline on un-profiled time when both were "
         "timed without the profiler, else on profiled steps; 'within noise' as in the comparison "

@@ -196,3 +196,7 @@ def as_number(x: float | None, unit: str = "") -> str:
 
 def as_yesno(x: bool | None) -> str:
     return "–" if x is None else ("yes" if x else "no")
+
+
+def as_sci(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3g}"
