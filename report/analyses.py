@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
 import polars as pl
 
@@ -40,6 +39,7 @@ from nprof_report.report.breakdown import (
     timeline,
 )
 from nprof_report.report.diff_profile import diff_profile
+from nprof_report.report.summary_types import Chain, DiffProfile, TimelineBar
 
 STEP_COLUMNS = pl.Schema(
     {
@@ -115,8 +115,8 @@ class ImplementationAnalysis:
     top_ops: pl.DataFrame  # per top-level op name: calls per step, dispatch and device time
     dispatch_samples_us: list[float]  # every top-level op duration in the steps
     gaps: pl.DataFrame  # device idle gaps: step, start_ns, dur_ns, cause
-    timeline: list[dict[str, Any]]  # bars of the median step
-    chains: list[dict[str, Any]]  # op -> runtime -> device of the heaviest ops
+    timeline: list[TimelineBar]  # bars of the median step
+    chains: list[Chain]  # op -> runtime -> device of the heaviest ops
     step_start_ns: dict[int, int]
     step_time: Distribution | None
     links_by_method: dict[str, int]
@@ -124,7 +124,7 @@ class ImplementationAnalysis:
     device_source: str
     neuron: list[NeuronFigures] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    diff_profile: dict[str, Any] | None = None  # what `diff` compares (report/diff_profile.py)
+    diff_profile: DiffProfile | None = None  # what `diff` compares (report/diff_profile.py)
 
     def median_of(self, column: str) -> float:
         """Median over steps of a per-step column, in µs (counts as they are)."""

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
+from nprof_report.report.summary_types import Chain, TimelineBar
 
 GAP_CAUSES = (
     "host dispatch",
@@ -247,7 +248,7 @@ MAX_TIMELINE_BARS = 400
 
 def timeline(
     ctx: pl.DataFrame, frames: TraceFrames, busy: list[tuple[int, int]]
-) -> list[dict[str, Any]]:
+) -> list[TimelineBar]:
     """Bars of the median step: framework ops by nesting level, runtime calls, device activity.
 
     Each bar is ``{lane, start_us, dur_us, label}`` with times relative to the step's start.
@@ -260,7 +261,7 @@ def timeline(
     host = main_thread(ctx).filter(
         (pl.col("step") == step) & ~pl.col("name").cat.starts_with("ProfilerStep#")
     )
-    bars: list[dict[str, Any]] = []
+    bars: list[TimelineBar] = []
     if not host.is_empty():
         base = int(host["depth"].min())  # type: ignore[arg-type]
         for r in host.filter(pl.col("cls") != "runtime").iter_rows(named=True):
@@ -276,7 +277,7 @@ def timeline(
     return sorted(bars[:MAX_TIMELINE_BARS], key=lambda b: (b["lane"], b["start_us"]))
 
 
-def _bar(lane: str, r: dict[str, Any], s0: int) -> dict[str, Any]:
+def _bar(lane: str, r: dict[str, Any], s0: int) -> TimelineBar:
     return {
         "lane": lane,
         "start_us": (r["start_ns"] - s0) / 1000,
@@ -287,7 +288,7 @@ def _bar(lane: str, r: dict[str, Any], s0: int) -> dict[str, Any]:
 
 def op_chains(
     frames: TraceFrames, ctx: pl.DataFrame, extra_device_ns: dict[int, int], limit: int = 5
-) -> list[dict[str, Any]]:
+) -> list[Chain]:
     """The op -> runtime -> device chain of the top-level ops with the most device time.
 
     Per op name: calls, device time per call, and the runtime calls and device activities one

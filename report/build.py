@@ -11,18 +11,20 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
 from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
 from nprof_report.report.jobs import Engine, report_job, run_jobs
-from nprof_report.report.model import ReportModel, Table, build_model
+from nprof_report.report.model import ReportModel, build_model
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html, render_pdf
+from nprof_report.report.summary_types import Summary
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
+from nprof_report.report.tables import Table
 
 if TYPE_CHECKING:
     from nprof_report.bundle import Manifest
@@ -118,7 +120,7 @@ def analyse_inputs(paths: list[Path], engine: Engine, *, what: str = "report on"
     )
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
+def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     a = analyse_inputs(paths, engine)
     return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
@@ -145,9 +147,7 @@ def _csv_bytes(table: Table) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _report_files(
-    html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
-) -> dict[str, bytes]:
+def _report_files(html: str, pdf: bytes, summary: Summary, tables: list[Table]) -> dict[str, bytes]:
     """The report's own files, by path relative to the output folder, in the order printed."""
     files = {
         "report.html": html.encode("utf-8"),

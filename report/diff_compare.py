@@ -18,6 +18,7 @@ is), so each side's parts sum to its median step time.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nprof_report import __version__
@@ -33,6 +34,7 @@ from nprof_report.report.diff_stats import (
     Difference,
     difference,
 )
+from nprof_report.report.summary_types import DiffProfile, SideImplementation
 
 MOVED_MIN_SHARE_PCT = 1.0
 # rows the pages show (diff.json and the CSVs hold every row)
@@ -83,7 +85,9 @@ def difference_record(d: Difference | None) -> dict[str, Any] | None:
     }
 
 
-def pair(base: Side, new: Side) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], list[str]]:
+def pair(
+    base: Side, new: Side
+) -> tuple[list[tuple[SideImplementation, SideImplementation]], list[str]]:
     """Implementations paired by label, and a note for each one left without a partner."""
     if len(base.implementations) == 1 and len(new.implementations) == 1:
         return [(base.implementations[0], new.implementations[0])], []
@@ -106,8 +110,9 @@ def pair(base: Side, new: Side) -> tuple[list[tuple[dict[str, Any], dict[str, An
     return pairs, notes
 
 
-def _step_values(impl: dict[str, Any], column: str) -> list[float]:
-    return [r[column] for r in impl["steps"] if r.get(column) is not None]
+def _step_values(impl: SideImplementation, column: str) -> list[float]:
+    rows: Sequence[Mapping[str, Any]] = impl["steps"]  # a column of STEP_METRICS
+    return [r[column] for r in rows if r.get(column) is not None]
 
 
 def _middle(values: list[float], order: list[int]) -> float:
@@ -117,7 +122,7 @@ def _middle(values: list[float], order: list[int]) -> float:
     return (values[mid[0]] + values[mid[1]]) / 2
 
 
-def waterfall(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any] | None:
+def waterfall(base: DiffProfile, new: DiffProfile) -> dict[str, Any] | None:
     """The median step's parts on each side and their differences (adding up to the total)."""
     sides = []
     for profile in (base, new):
@@ -164,7 +169,7 @@ def _impact(series: dict[str, Any]) -> tuple[str, float]:
 
 
 def align_ops(
-    base: dict[str, Any], new: dict[str, Any], base_step_us: float
+    base: DiffProfile, new: DiffProfile, base_step_us: float
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Aligned ops (sorted, moved first, by impact), then added and removed ones."""
     b_ops = {_key(o): o for o in base["ops"]}
@@ -267,7 +272,7 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
     return text + "."
 
 
-def compare_pair(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def compare_pair(base: SideImplementation, new: SideImplementation) -> dict[str, Any]:
     """One implementation's comparison."""
     metrics = {
         m: difference_record(difference(_step_values(base, col), _step_values(new, col)))

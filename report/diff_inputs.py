@@ -9,9 +9,10 @@ that was last checked.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -19,11 +20,12 @@ from nprof_report.errors import InputError
 from nprof_report.report.build import analyse_inputs
 from nprof_report.report.jobs import Engine
 from nprof_report.report.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
+from nprof_report.report.summary_types import RunRecord, SideImplementation
 
 DIFF_FORMAT = "nprof-diff"
 DIFF_VERSION = 1
-# the implementation fields a side keeps (enough to serve again as a baseline)
-SIDE_FIELDS = ("label", "trace", "description", "headline", "step_time_us", "steps", "diff_profile")
+SIDE_FIELDS = tuple(SideImplementation.__annotations__)
+"""The implementation fields a side keeps (enough to serve again as a baseline)."""
 # summary.json and diff.json are written with sorted keys: "format" follows "caveats",
 # "check", "comparisons" and "findings", all short
 _SNIFF_BYTES = 1 << 20
@@ -36,8 +38,8 @@ class Side:
 
     path: Path
     kind: str  # "capture", "summary.json" or "diff.json"
-    implementations: list[dict[str, Any]]
-    run: dict[str, Any] | None = None
+    implementations: list[SideImplementation]
+    run: RunRecord | None = None
     caveats: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
@@ -71,8 +73,10 @@ def _stored_document(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _keep(impl: dict[str, Any]) -> dict[str, Any]:
-    return {k: impl.get(k) for k in SIDE_FIELDS}
+def _keep(impl: Mapping[str, Any]) -> SideImplementation:
+    """The fields of ``impl`` that a side keeps; a stored document's are checked no further than
+    :func:`_from_document` does (format, version, ``diff_profile``)."""
+    return cast(SideImplementation, {k: impl.get(k) for k in SIDE_FIELDS})
 
 
 def _from_document(path: Path, doc: dict[str, Any]) -> Side:

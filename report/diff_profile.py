@@ -26,6 +26,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.breakdown import merge_intervals
+from nprof_report.report.summary_types import DiffProfile
 
 PARTS = (
     "framework dispatch",
@@ -144,8 +145,9 @@ def _launches(frames: TraceFrames) -> pl.DataFrame:
     )
 
 
-def _us(values: list[Any]) -> list[float | None]:
-    return [None if v is None else round(v / 1000, 3) for v in values]
+def _us(values: list[int]) -> list[float]:
+    """ns as µs to three decimals (per_step's durations are never null)."""
+    return [round(v / 1000, 3) for v in values]
 
 
 def op_series(
@@ -311,7 +313,7 @@ def diff_profile(
     busy: list[tuple[int, int]],
     gaps: pl.DataFrame,
     extra_device_ns: dict[int, int],
-) -> dict[str, Any]:
+) -> DiffProfile:
     """The ``diff_profile`` record of ``summary.json``: steps, their parts, the op series."""
     numbers = steps["step"].to_list()
     return {

@@ -9,16 +9,26 @@ figures from the summary document only, so every number a finding quotes is also
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Literal
 
 from nprof_report.report import ranks
+from nprof_report.report.summary_types import (
+    Comparison,
+    Finding,
+    ImplementationRecord,
+    Metric,
+    RunRecord,
+    Summary,
+    metric_figures,
+)
 
 NOISY_IQR_FRACTION = 0.30
 FIRST_STEP_OUTLIER = 2.0
 HIGH_OVERHEAD_PCT = 50.0
 SEVERITY_RANK = {"high": 0, "medium": 1, "info": 2}
+Severity = Literal["high", "medium", "info"]
 # (summary metric prefix, wording, rule id, how the noise test reads)
-DIFFERENCES = (
+DIFFERENCES: tuple[tuple[Metric, str, str, str], ...] = (
     ("step", "steps are", "step-time-difference", "interquartile ranges do not overlap"),
     (
         "unprofiled",
@@ -29,15 +39,11 @@ DIFFERENCES = (
 )
 
 
-def _finding(severity: str, rule: str, title: str, evidence: str) -> dict[str, str]:
+def _finding(severity: Severity, rule: str, title: str, evidence: str) -> Finding:
     return {"severity": severity, "rule": rule, "title": title, "evidence": evidence}
 
 
-Finding = dict[str, str]
-Record = dict[str, Any]
-
-
-def _fusion(comp: Record, run: Record) -> list[Finding]:
+def _fusion(comp: Comparison, run: RunRecord | None) -> list[Finding]:
     delta = comp.get("ops_per_step_delta")
     if delta is None or delta >= 0:
         return []
@@ -51,24 +57,25 @@ def _fusion(comp: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _differences(comp: Record, run: Record) -> list[Finding]:
+def _differences(comp: Comparison, run: RunRecord | None) -> list[Finding]:
     out = []
     for metric, what, rule, noise_rule in DIFFERENCES:
-        if comp.get(f"{metric}_exceeds_noise"):
-            faster = comp[f"{metric}_delta_us"] < 0
+        delta, ratio, exceeds = metric_figures(comp, metric)
+        if exceeds and delta is not None:
+            faster = delta < 0
             out.append(
                 _finding(
                     "medium",
                     rule,
                     f"{comp['label']} {what} {'faster' if faster else 'slower'} than "
-                    f"{comp['baseline']} beyond run-to-run noise ({comp[f'{metric}_ratio']}x)",
-                    f"median {metric} delta {comp[f'{metric}_delta_us']} us; {noise_rule}",
+                    f"{comp['baseline']} beyond run-to-run noise ({ratio}x)",
+                    f"median {metric} delta {delta} us; {noise_rule}",
                 )
             )
     return out
 
 
-def _within_noise(comp: Record, run: Record) -> list[Finding]:
+def _within_noise(comp: Comparison, run: RunRecord | None) -> list[Finding]:
     if comp.get("step_exceeds_noise") is not False:
         return []
     return [
@@ -81,7 +88,7 @@ def _within_noise(comp: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _dispatch_bound(impl: Record, run: Record) -> list[Finding]:
+def _dispatch_bound(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
     h = impl["headline"]
     dev, disp = h.get("device_per_op_us"), h.get("dispatch_per_op_us")
     if dev is None or disp is None or dev >= disp:
@@ -96,8 +103,8 @@ def _dispatch_bound(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _empty_device_time(impl: Record, run: Record) -> list[Finding]:
-    backend = run.get("backend")
+def _empty_device_time(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
+    backend = run["backend"] if run else None
     if backend not in ("neuron", "cuda") or impl["has_device_activities"]:
         return []
     return [
@@ -111,7 +118,7 @@ def _empty_device_time(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _profiler_overhead(impl: Record, run: Record) -> list[Finding]:
+def _profiler_overhead(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
     h = impl["headline"]
     pct = h.get("profiler_overhead_pct")
     if pct is None or pct <= HIGH_OVERHEAD_PCT:
@@ -127,7 +134,7 @@ def _profiler_overhead(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _noisy_steps(impl: Record, run: Record) -> list[Finding]:
+def _noisy_steps(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
     st = impl.get("step_time_us")
     if not st or not st["median"] or st["iqr"] / st["median"] <= NOISY_IQR_FRACTION:
         return []
@@ -142,7 +149,7 @@ def _noisy_steps(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _compilation_in_steps(impl: Record, run: Record) -> list[Finding]:
+def _compilation_in_steps(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
     loading = [c for c in impl["gaps"]["by_cause"] if c["cause"] == "compilation or loading"]
     if not loading:
         return []
@@ -157,7 +164,7 @@ def _compilation_in_steps(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-def _first_step_outlier(impl: Record, run: Record) -> list[Finding]:
+def _first_step_outlier(impl: ImplementationRecord, run: RunRecord | None) -> list[Finding]:
     st, steps = impl.get("step_time_us"), impl["steps"]
     if len(steps) < 3 or not st or not st["median"]:
         return []
@@ -175,10 +182,11 @@ def _first_step_outlier(impl: Record, run: Record) -> list[Finding]:
     ]
 
 
-Rule = Callable[[Record, Record], list[Finding]]
-COMPARISON_RULES: tuple[Rule, ...] = (_fusion, _differences, _within_noise)
+ComparisonRule = Callable[[Comparison, RunRecord | None], list[Finding]]
+ImplementationRule = Callable[[ImplementationRecord, RunRecord | None], list[Finding]]
+COMPARISON_RULES: tuple[ComparisonRule, ...] = (_fusion, _differences, _within_noise)
 """Rules over one comparison with the baseline (and the run's provenance), in the order listed."""
-IMPLEMENTATION_RULES: tuple[Rule, ...] = (
+IMPLEMENTATION_RULES: tuple[ImplementationRule, ...] = (
     _dispatch_bound,
     _empty_device_time,
     _profiler_overhead,
@@ -189,10 +197,10 @@ IMPLEMENTATION_RULES: tuple[Rule, ...] = (
 """Rules over one implementation's record (and the run's provenance), in the order listed."""
 
 
-def find(summary: dict[str, Any]) -> list[dict[str, str]]:
+def find(summary: Summary) -> list[Finding]:
     """Evaluate every rule; most severe first, then in implementation order (a job's cross-rank
     findings before its ranks' own)."""
-    run = summary.get("run") or {}
+    run = summary["run"]
     out = [
         f for comp in summary["comparisons"] for rule in COMPARISON_RULES for f in rule(comp, run)
     ]

@@ -7,86 +7,46 @@ Templates only place what this module prepared; every number shown comes from th
 from __future__ import annotations
 
 import base64
-import heapq
-import re
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nprof_report.report import charts
+from nprof_report.report.columns import (
+    CHAINS_COLUMNS,
+    COMPARISON_COLUMNS,
+    FILES_COLUMNS,
+    GAP_CAUSES_COLUMNS,
+    HEADLINE_COLUMNS,
+    KEY_AVERAGES_COLUMNS,
+    LARGEST_GAPS_COLUMNS,
+    LINKS_COLUMNS,
+    NEURON_STEPS_COLUMNS,
+    STEPS_COLUMNS,
+    TOP_OPS_COLUMNS,
+    TOP_OPS_RANK,
+)
 from nprof_report.report.glossary import GLOSSARY
-from nprof_report.report.safetext import csv_row, show_bidi
+from nprof_report.report.safetext import show_bidi
+from nprof_report.report.summary_types import (
+    Finding,
+    ImplementationRecord,
+    Metric,
+    NeuronRecord,
+    RunRecord,
+    Summary,
+    metric_figures,
+)
 from nprof_report.report.sweep import detail_implementations
-from nprof_report.textout import format_time_us
+from nprof_report.report.tables import Table, as_number, as_us, make_table
 
 if TYPE_CHECKING:
     from nprof_report.report.ranksection import RanksSection
     from nprof_report.report.sweepview import SweepView
 
-MAX_ROWS = 25
-"""Rows a table shows; all of them are in its CSV file and in summary.json."""
 MAX_IMPLEMENTATIONS = 8
 """Implementations (traces, ranks) with a section and a place in the charts."""
 MAX_FINDINGS = 25
 """Findings listed; all of them are in summary.json."""
-CELL_CHARS = 120
-"""Characters a text cell shows; a longer name is shortened in the middle (the whole of it in
-the cell's tooltip, the CSV and summary.json)."""
-
-BREAK_CHARS = 40
-"""A text cell longer than this may break after ``::``, ``,``, ``(``, ``<``, ``_`` and ``/``."""
-
-
-@dataclass(frozen=True)
-class Cell:
-    """A formatted table cell: the pieces between which a line may break (``<wbr>``), and the
-    whole text where the cell shows it shortened (``title``)."""
-
-    parts: tuple[str, ...]
-    full: str | None = None
-
-    @property
-    def text(self) -> str:
-        """What the cell shows."""
-        return "".join(self.parts)
-
-
-@dataclass(frozen=True)
-class CsvRows:
-    """Every row of a table as its CSV holds them, made while the CSV is written (a table of
-    100,000 op names is not copied into lists first), text that a spreadsheet would read as a
-    formula quoted as text (:func:`~nprof_report.report.safetext.csv_row`)."""
-
-    records: Sequence[dict[str, Any]]
-    keys: tuple[str, ...]
-
-    def __iter__(self) -> Iterator[list[Any]]:
-        return (csv_row(r.get(k) for k in self.keys) for r in self.records)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table as shown (``headers``, ``rows``) and as its CSV file ``csv`` holds it (``columns``,
-    ``raw_rows``: every column and every row).
-
-    The report shows at most :data:`MAX_ROWS` rows, and ``note`` says how many it left out.
-    ``widths`` are the shown columns' shares of the table width in percent, ``kinds`` their
-    alignment (``t`` text, ``n`` number): the tables use CSS's fixed layout, whose cost does not
-    depend on what the cells hold.
-    """
-
-    title: str
-    headers: list[str]
-    widths: list[float]
-    kinds: list[str]
-    rows: list[list[Cell]]
-    csv: str
-    columns: list[str]
-    raw_rows: CsvRows
-    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,7 +90,7 @@ class ReportModel:
     verdict: str
     headline: Table
     comparisons: Table
-    findings: list[dict[str, str]]
+    findings: list[Finding]
     left_out: list[str]  # what the report leaves to summary.json and the CSV files
     charts: list[Chart]
     sections: list[ImplementationSection]
@@ -144,149 +104,17 @@ class ReportModel:
     ranks: RanksSection | None = None  # several ranks of one job (report/ranksection.py)
 
 
-def _us(x: float | None) -> str:
-    return "–" if x is None else format_time_us(float(x))
-
-
-def _num(x: float | None, unit: str = "") -> str:
-    if x is None:
-        return "–"
-    return f"{x:g}{unit}"
-
-
-@dataclass(frozen=True)
-class Col:
-    """One column of a table: header, the record's key, formatter, relative width, and whether
-    the report shows it (every column goes to the CSV)."""
-
-    header: str
-    key: str
-    fmt: Callable[[Any], str]
-    width: float = 1.0
-    text: bool = False
-    shown: bool = True
-
-
-def make_table(
-    title: str,
-    csv: str,
-    cols: list[Col],
-    records: list[dict[str, Any]],
-    note: str | None = None,
-    rank: tuple[str, Callable[[dict[str, Any]], Any]] | None = None,
-) -> Table:
-    """The table of ``records``; only the first :data:`MAX_ROWS` are formatted and shown.
-
-    With ``rank`` (what it ranks by, in words; a key, largest first), a table with more rows
-    shows the :data:`MAX_ROWS` largest by that key, in their original order.
-    """
-    shown_records = records
-    left_out = max(len(records) - MAX_ROWS, 0)
-    if left_out:
-        if rank is not None:
-            keep = heapq.nlargest(MAX_ROWS, range(len(records)), key=lambda k: rank[1](records[k]))
-            shown_records = [records[k] for k in sorted(keep)]
-            which = f"{MAX_ROWS} of {len(records):,} rows, those with the most {rank[0]}"
-        else:
-            shown_records = records[:MAX_ROWS]
-            which = f"the first {MAX_ROWS} of {len(records):,} rows"
-        kept = f"Showing {which}; the other {left_out:,} are in {csv} and summary.json."
-        note = f"{note} {kept}" if note else kept
-    visible = [c for c in cols if c.shown]
-    return Table(
-        title=title,
-        headers=[c.header for c in visible],
-        widths=_widths(visible),
-        kinds=["t" if c.text else "n" for c in visible],
-        rows=[[_cell(c.fmt(r.get(c.key)), c.text) for c in visible] for r in shown_records],
-        csv=csv,
-        columns=[c.header for c in cols],
-        raw_rows=CsvRows(records, tuple(c.key for c in cols)),
-        note=note,
-    )
-
-
-# A4 less the margins, in pt, and the mean advance of a character of DejaVu Sans at the tables'
-# 7.5 pt (digits 0.64 em, lower case letters about 0.55 em; the headers' bold about 0.67 em)
-TABLE_PT = 515.0
-CHAR_PT = 4.4
-HEADER_CHAR_PT = 5.0
-PADDING_PT = 9.0
-NUMBER_CHARS = 9  # "123.456us"
-NAME_CHARS = 18  # a column of names gets at least this, then its share of what is left
-
-
-def _widths(cols: list[Col]) -> list[float]:
-    """Each column's share of the table width (percent): first what its longest header word needs
-    (and a number, for a column of numbers), so that no word has to break; what is left in
-    proportion to the columns' ``width``. Where the needs add up to more than the table, they
-    shrink in proportion."""
-    need = []
-    for c in cols:
-        header = max(len(w) for w in c.header.split()) * HEADER_CHAR_PT
-        cells = (NAME_CHARS if c.text else NUMBER_CHARS) * CHAR_PT
-        need.append(100 * (max(header, cells) + PADDING_PT) / TABLE_PT)
-    spare = max(100 - sum(need), 0.0)
-    total = sum(c.width for c in cols)
-    widths = [n + spare * c.width / total for n, c in zip(need, cols)]
-    scale = 100 / sum(widths)
-    return [round(w * scale, 2) for w in widths]
-
-
-# after these, a name may break across lines; a long name has few spaces
-_BREAK_AFTER = re.compile(r"(?<=::)|(?<=[,(<_/])")
-
-
-def _cell(text: str, is_text: bool) -> Cell:
-    """A cell of ``text``: a number or a short text as it is; a long text shortened in the middle
-    to :data:`CELL_CHARS` characters, in pieces after which a line may break."""
-    if not is_text or len(text) <= BREAK_CHARS:
-        return Cell((text,))
-    full = None
-    if len(text) > CELL_CHARS:
-        full = text
-        head = CELL_CHARS * 2 // 3
-        text = f"{text[:head]} … {text[head - CELL_CHARS + 3 :]}"
-    return Cell(tuple(p for p in _BREAK_AFTER.split(text) if p), full)
-
-
-def as_text(x: Any) -> str:
-    return "–" if x is None else str(x)
-
-
-def _yesno(x: bool | None) -> str:
-    return "–" if x is None else ("yes" if x else "no")
-
-
-HEADLINE_COLUMNS = [
-    Col("Implementation", "label", as_text, 2.2, text=True),
-    Col("Step median", "step_median_us", _us),
-    Col("Step IQR", "step_iqr_us", _us),
-    Col("Steps", "steps", as_text, shown=False),
-    Col("Framework ops / step", "framework_ops_per_step", _num),
-    Col("Host dispatch / step", "dispatch_per_step_us", _us, shown=False),
-    Col("Dispatch / op", "dispatch_per_op_us", _us, shown=False),
-    Col("Device time / step", "device_per_step_us", _us),
-    Col("Device busy", "device_busy_pct", lambda v: _num(v, "%"), shown=False),
-    Col("Device activities / step", "device_activities_per_step", _num, shown=False),
-    Col("Un-profiled / call", "unprofiled_median_us", _us),
-    Col("Profiler overhead", "profiler_overhead_pct", lambda v: _num(v, "%"), shown=False),
-]
-"""The page-1 table: the columns a verdict needs are shown, the others go to each
-implementation's section and to headline.csv."""
-
-
-def build_model(summary: dict[str, Any]) -> ReportModel:
+def build_model(summary: Summary) -> ReportModel:
     """Format the summary for the templates."""
-    run = summary.get("run") or {}
+    run = summary["run"]
     impls = summary["implementations"]
     labels = [i["label"] for i in impls]
-    run_id = run.get("run_id") or " vs ".join(labels)
-    workload = run.get("workload") or {}
+    run_id = (run["run_id"] if run else "") or " vs ".join(labels)
+    workload: dict[str, Any] = (run["workload"] if run else None) or {}
     shape = "×".join(str(d) for d in workload.get("shape", [])) or "unknown shape"
     question = (
         f"Which {workload.get('name', 'RMSNorm')} implementation ({', '.join(labels)}) is fastest on "
-        f"{run.get('device') or 'the captured device'} (backend {run.get('backend') or 'unknown'}) "
+        f"{run['device'] or 'the captured device'} (backend {run['backend'] or 'unknown'}) "
         f"for a {shape} {workload.get('dtype', '')} input, and where does its time go?"
         if run
         else f"How do {', '.join(labels)} compare, and where does their time go?"
@@ -304,16 +132,7 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
     comparisons = make_table(
         f"Difference from the baseline ({labels[0] if labels else '–'})",
         "comparisons.csv",
-        [
-            Col("Implementation", "label", as_text, 2.0, text=True),
-            Col("Step Δ", "step_delta_us", _us_signed),
-            Col("Step ratio", "step_ratio", lambda v: _num(v, "×")),
-            Col("Exceeds noise (steps)", "step_exceeds_noise", _yesno, 1.1),
-            Col("Un-profiled Δ", "unprofiled_delta_us", _us_signed),
-            Col("Un-profiled ratio", "unprofiled_ratio", lambda v: _num(v, "×")),
-            Col("Exceeds noise (un-profiled)", "unprofiled_exceeds_noise", _yesno, 1.3),
-            Col("Framework ops Δ / step", "ops_per_step_delta", _num, shown=False),
-        ],
+        COMPARISON_COLUMNS,
         summary["comparisons"],
     )
     shown = impls[:MAX_IMPLEMENTATIONS]
@@ -347,17 +166,12 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
         ],
         caveats=summary["caveats"],
         provenance=_provenance(run),
-        environment=sorted((run.get("environment") or {}).items()),
+        environment=sorted((run["environment"] or {}).items()) if run else [],
         files=make_table(
             "Files and checksums",
             "files.csv",
-            [
-                Col("Path", "path", as_text, 3.0, text=True),
-                Col("Role", "role", as_text, 1.2, text=True),
-                Col("Bytes", "bytes", as_text),
-                Col("sha256", "sha256", as_text, 3.0, text=True),
-            ],
-            run.get("files") or [],
+            FILES_COLUMNS,
+            run["files"] or [],
         )
         if run
         else None,
@@ -367,49 +181,40 @@ def build_model(summary: dict[str, Any]) -> ReportModel:
     )
 
 
-def _ranks_section(summary: dict[str, Any]) -> RanksSection | None:
-    from nprof_report.report.ranksection import ranks_section  # it builds on this module's Table
+def _ranks_section(summary: Summary) -> RanksSection | None:
+    from nprof_report.report.ranksection import ranks_section  # it builds on this module's Chart
 
     return ranks_section(summary)
 
 
-def _us_signed(x: float | None) -> str:
-    if x is None:
-        return "–"
-    return ("+" if x > 0 else "−" if x < 0 else "±") + format_time_us(abs(float(x)))
-
-
-def _verdict(summary: dict[str, Any]) -> str:
+def _verdict(summary: Summary) -> str:
     impls = summary["implementations"]
     if not impls:
         return "No implementation could be analysed."
-    key = (
+    key: Literal["unprofiled_median_us", "step_median_us"] = (
         "unprofiled_median_us"
         if all(i["headline"].get("unprofiled_median_us") is not None for i in impls)
         else "step_median_us"
     )
-    timed = [i for i in impls if i["headline"].get(key) is not None]
+    timed = [(i, t) for i in impls if (t := i["headline"][key]) is not None]
     if not timed:
         return "No step timings were found in the traces."
-    best = min(timed, key=lambda i: i["headline"][key])
+    best, best_time = min(timed, key=lambda it: it[1])
     base = impls[0]
+    base_time = base["headline"][key]
     what = (
         "un-profiled time per call"
         if key == "unprofiled_median_us"
         else "median profiled step time"
     )
-    text = f"{best['label']} is fastest by {what}: {_us(best['headline'][key])}"
-    if best is not base and base["headline"].get(key):
-        ratio = base["headline"][key] / best["headline"][key]
-        comp: dict[str, Any] = next(
-            (c for c in summary["comparisons"] if c["label"] == best["label"]), {}
-        )
-        noise_key = (
-            "unprofiled_exceeds_noise" if key == "unprofiled_median_us" else "step_exceeds_noise"
-        )
-        noise = "exceeds" if comp.get(noise_key) else "does not exceed"
+    text = f"{best['label']} is fastest by {what}: {as_us(best_time)}"
+    if best is not base and base_time:
+        ratio = base_time / best_time
+        comp = next((c for c in summary["comparisons"] if c["label"] == best["label"]), None)
+        metric: Metric = "unprofiled" if key == "unprofiled_median_us" else "step"
+        noise = "exceeds" if comp and metric_figures(comp, metric)[2] else "does not exceed"
         text += (
-            f" against {_us(base['headline'][key])} for {base['label']} ({ratio:.2f}× faster); "
+            f" against {as_us(base_time)} for {base['label']} ({ratio:.2f}× faster); "
             f"the difference {noise} the run-to-run noise."
         )
     else:
@@ -424,7 +229,7 @@ def _verdict(summary: dict[str, Any]) -> str:
     return text
 
 
-def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
+def _charts(impls: list[ImplementationRecord]) -> list[Chart]:
     labels = [show_bidi(i["label"]) for i in impls]
     out = [
         Chart(
@@ -433,7 +238,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
             "Box: median and interquartile range of the profiled steps; whiskers 1.5 IQR; dots: every step.",
         )
     ]
-    med = [i.get("median_step") or {} for i in impls]
+    med = [i["median_step"] for i in impls]
     out.append(
         Chart(
             "Where the median step goes (host timeline, exclusive)",
@@ -441,14 +246,14 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                 labels,
                 {
                     "framework dispatch (op self time)": [
-                        m.get("framework_us") or 0.0 for m in med
+                        m["framework_us"] if m else 0.0 for m in med
                     ],
-                    "runtime calls in ops": [m.get("runtime_us") or 0.0 for m in med],
+                    "runtime calls in ops": [m["runtime_us"] if m else 0.0 for m in med],
                     "waiting on the device (calls outside ops)": [
-                        m.get("sync_us") or 0.0 for m in med
+                        m["sync_us"] if m else 0.0 for m in med
                     ],
                     "outside ops (Python, prof.step)": [
-                        max(m.get("outside_us") or 0.0, 0.0) for m in med
+                        max(m["outside_us"] if m else 0.0, 0.0) for m in med
                     ],
                 },
                 "µs in the median step (the bar adds up to that step's duration)",
@@ -496,7 +301,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
                         [{**b, "label": show_bidi(b["label"] or "")} for b in i["timeline"]]
                         for i in impls
                     ],
-                    [(i.get("median_step") or {}).get("dur_us") or 1.0 for i in impls],
+                    [(m["dur_us"] if m else 0.0) or 1.0 for m in med],
                 ),
                 "Framework ops by nesting level (L0 = dispatched by Python), runtime calls, and device activity.",
             )
@@ -516,7 +321,7 @@ def _charts(impls: list[dict[str, Any]]) -> list[Chart]:
     return out
 
 
-def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
+def _section(impl: ImplementationRecord, shown: bool = True) -> ImplementationSection:
     label = impl["label"]
     slug = "".join(c if c.isalnum() else "-" for c in label).strip("-").lower() or "impl"
     figures = make_table(
@@ -529,94 +334,47 @@ def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
     top_ops = make_table(
         "Framework ops dispatched per step",
         f"{slug}-top-ops.csv",
-        [
-            Col("Op", "name", as_text, 3.0, text=True),
-            Col("Calls / step", "calls_per_step", _num),
-            Col("Dispatch median", "dispatch_median_us", _us),
-            Col("Dispatch p90", "dispatch_p90_us", _us),
-            Col("Framework self median", "self_cpu_median_us", _us),
-            Col("Runtime calls median", "runtime_median_us", _us),
-            Col("Launch → device start", "launch_latency_median_us", _us),
-            Col("Device median", "device_median_us", _us),
-            Col("Device activities", "device_activities", as_text),
-        ],
+        TOP_OPS_COLUMNS,
         impl["top_ops"],
-        rank=(
-            "dispatch time per step",
-            lambda r: (r.get("calls_per_step") or 0) * (r.get("dispatch_median_us") or 0),
-        ),
+        rank=TOP_OPS_RANK,
     )
     steps = make_table(
         "Per step",
         f"{slug}-steps.csv",
-        [
-            Col("Step", "step", as_text),
-            Col("Duration", "dur_us", _us),
-            Col("Top ops", "top_ops", as_text),
-            Col("All ops", "all_ops", as_text),
-            Col("Dispatch", "dispatch_us", _us),
-            Col("Op self", "op_self_us", _us),
-            Col("Runtime calls", "runtime_calls", as_text),
-            Col("Runtime", "runtime_us", _us),
-            Col("Device acts", "device_activities", as_text),
-            Col("Device", "device_us", _us),
-        ],
+        STEPS_COLUMNS,
         impl["steps"],
     )
     keyavg = make_table(
         "key_averages() equivalent",
         f"{slug}-key-averages.csv",
-        [
-            Col("Name", "name", as_text, 4.0, text=True),
-            Col("Type", "device_type", as_text, 1.2, text=True),
-            Col("Calls", "calls", as_text),
-            Col("Self CPU", "self_cpu_us", _us),
-            Col("CPU total", "cpu_total_us", _us),
-            Col("Self device", "self_device_us", _us),
-            Col("Device total", "device_total_us", _us),
-        ],
+        KEY_AVERAGES_COLUMNS,
         impl["key_averages"],
         note="Same rules as prof.key_averages(); ProfilerStep#N grouped as ProfilerStep*; sorted by self CPU time.",
     )
     links = make_table(
         "Links between framework ops, runtime calls and device activities",
         f"{slug}-links.csv",
-        [Col("Link (method)", "link", as_text, 4.0, text=True), Col("Count", "count", as_text)],
+        LINKS_COLUMNS,
         [{"link": k, "count": v} for k, v in sorted(impl["links"].items())],
     )
     chains = make_table(
         "Heaviest ops: op → runtime → device",
         f"{slug}-chains.csv",
-        [
-            Col("Op", "op", as_text, 2.5, text=True),
-            Col("Calls", "calls", as_text, 0.8),
-            Col("Device / call", "device_us_per_call", _us),
-            Col("Runtime calls per op call", "runtime", as_text, 3.0, text=True),
-            Col("Device activities per op call", "device", as_text, 3.0, text=True),
-        ],
+        CHAINS_COLUMNS,
         impl["chains"],
     )
     gaps = impl["gaps"]
     gap_causes = make_table(
         "Device idle gaps by cause",
         f"{slug}-gap-causes.csv",
-        [
-            Col("Cause", "cause", as_text, 3.0, text=True),
-            Col("Gaps", "count", as_text),
-            Col("Total", "total_us", _us),
-        ],
+        GAP_CAUSES_COLUMNS,
         gaps["by_cause"],
-        note=f"{gaps['count']} gaps, {_us(gaps['total_us'])} in all.",
+        note=f"{gaps['count']} gaps, {as_us(gaps['total_us'])} in all.",
     )
     largest = make_table(
         "Largest device idle gaps",
         f"{slug}-gaps.csv",
-        [
-            Col("Step", "step", as_text),
-            Col("Offset in step", "offset_us", _us),
-            Col("Duration", "dur_us", _us),
-            Col("Cause", "cause", as_text, 3.0, text=True),
-        ],
+        LARGEST_GAPS_COLUMNS,
         gaps["largest"],
     )
     has_chain = any(c["device_us_per_call"] or c["runtime"] != "–" for c in impl["chains"])
@@ -633,35 +391,23 @@ def _section(impl: dict[str, Any], shown: bool = True) -> ImplementationSection:
     return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
 
 
-def _neuron_table(neuron: dict[str, Any], csv: str) -> Table:
+def _neuron_table(neuron: NeuronRecord, csv: str) -> Table:
     engines = ", ".join(f"{k} {v}%" for k, v in neuron["engine_active_pct"].items())
     clock = neuron["clock"]
     return make_table(
         "Neuron system trace per step",
         csv,
-        [
-            Col("Submissions", "submissions", as_text),
-            Col("HW executions", "executions", as_text),
-            Col("Model switches", "model_switches", as_text),
-            Col("Loads", "loads", as_text),
-            Col("Copies in", "copyin_count", as_text),
-            Col("Copy-in time", "copyin_us", _us),
-            Col("Copies out", "copyout_count", as_text),
-            Col("Host blocked", "host_blocked_us", _us),
-            Col("Submit→start median", "submit_to_start_median_us", _us),
-            Col("Device busy", "device_busy_us", _us),
-            Col("Device idle", "device_idle_us", _us),
-        ],
+        NEURON_STEPS_COLUMNS,
         neuron["steps"],
         note=(
-            f"Engine active: {engines or '–'}; MFU estimate {_num(neuron['mfu_estimated_pct'], '%')}, "
-            f"MBU estimate {_num(neuron['mbu_estimated_pct'], '%')}; clock alignment error "
-            f"{_us(clock['framework_error_us'])} over {clock['framework_matches']} matched events."
+            f"Engine active: {engines or '–'}; MFU estimate {as_number(neuron['mfu_estimated_pct'], '%')}, "
+            f"MBU estimate {as_number(neuron['mbu_estimated_pct'], '%')}; clock alignment error "
+            f"{as_us(clock['framework_error_us'])} over {clock['framework_matches']} matched events."
         ),
     )
 
 
-def _provenance(run: dict[str, Any]) -> list[tuple[str, str]]:
+def _provenance(run: RunRecord | None) -> list[tuple[str, str]]:
     if not run:
         return [("Run", "trace files captured elsewhere; no manifest")]
     versions = ", ".join(f"{k} {v}" for k, v in (run.get("versions") or {}).items() if v)

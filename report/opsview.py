@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, resolve
 from nprof_report.report.jobs import Engine, ops_job, report_job, run_jobs
 from nprof_report.report.safetext import FORMULA_START
+from nprof_report.report.summary_types import RanksRecord
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -91,7 +93,7 @@ def ops_tables(path: Path, *, engine: Engine | None = None) -> OpsTables:
     return out
 
 
-def ranks_record(path: Path, *, engine: Engine | None = None) -> tuple[dict[str, Any], list[str]]:
+def ranks_record(path: Path, *, engine: Engine | None = None) -> tuple[RanksRecord, list[str]]:
     """The ``ranks`` record of the sources under ``path`` and the sources skipped; an InputError
     unless they are several ranks of one job."""
     from nprof_report.report.ranks import cross_rank  # only --by-rank needs it
@@ -114,13 +116,14 @@ def render_ranks(path: Path, *, fmt: str, engine: Engine | None = None) -> tuple
     if fmt == "json":
         return orjson.dumps(record, option=orjson.OPT_INDENT_2).decode(), notes
     kinds = record["comm_kinds"]
+    rows: Sequence[Mapping[str, Any]] = record["ranks"]  # read by the column names above
     table = pl.DataFrame(
         [
             {
                 **{c: r[c] for c in RANK_COLUMNS},
                 **{f"comm_{k}_us": r["comm_by_kind_us"].get(k) for k in kinds},
             }
-            for r in record["ranks"]
+            for r in rows
         ]
     )
     if fmt == "table":

@@ -27,14 +27,24 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 
 from nprof_report.parse import LoadedSource
 from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.comms import comm_per_step
+from nprof_report.report.summary_types import (
+    Finding,
+    RankRow,
+    RanksRecord,
+    StepPart,
+    Straggler,
+    StragglerFigures,
+    WaitedFor,
+)
 from nprof_report.textout import format_time_us
 
 FILE_RANK = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
@@ -103,7 +113,7 @@ def _median(values: list[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
-def _rank_row(rank: int, f: RankFigures, comm_column: str) -> dict[str, Any]:
+def _rank_row(rank: int, f: RankFigures, comm_column: str) -> RankRow:
     """Medians over a rank's steps; comm per kind as the median over steps (0 where absent)."""
     comm = f.comm.group_by("step").agg(pl.col(comm_column).sum().alias("comm_ns"))
     steps = f.steps.join(comm, on="step", how="left").fill_null(0).sort("step")
@@ -141,7 +151,7 @@ def _rank_row(rank: int, f: RankFigures, comm_column: str) -> dict[str, Any]:
     }
 
 
-def cross_rank(figures: list[RankFigures]) -> dict[str, Any] | None:
+def cross_rank(figures: list[RankFigures]) -> RanksRecord | None:
     """The ``ranks`` record of ``summary.json``, or None when the inputs are not one job of
     several ranks."""
     found = job_ranks(figures)
@@ -160,7 +170,8 @@ def cross_rank(figures: list[RankFigures]) -> dict[str, Any] | None:
         )
         matrix.append([_us(by_step.get(s)) for s in steps])
     first = figures[0]
-    record: dict[str, Any] = {
+    slow = stragglers(rows)
+    return {
         "rank_from": origin,
         "world_size": first.world_size,
         "backend": first.backend,
@@ -170,52 +181,53 @@ def cross_rank(figures: list[RankFigures]) -> dict[str, Any] | None:
         "ranks": rows,
         "steps": steps,
         "step_time_us": matrix,
+        "stragglers": slow,
+        "waited_for": waited_for(rows, {s["rank"] for s in slow}),
     }
-    record["stragglers"] = stragglers(rows)
-    record["waited_for"] = waited_for(rows, {s["rank"] for s in record["stragglers"]})
-    return record
 
 
-def _timed(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
+def _timed(rows: list[RankRow]) -> tuple[list[RankRow], float]:
     """The ranks with a step median, and the median of those (none when fewer than two)."""
     timed = [r for r in rows if r["step_median_us"] is not None]
     if len(timed) < 2:
         return [], 0.0
-    return timed, _median([r["step_median_us"] for r in timed])
+    return timed, _median([_step_median(r) for r in timed])
 
 
-def stragglers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _step_median(row: RankRow) -> float:
+    """The step median of a row that :func:`_timed` kept (it has one)."""
+    return cast(float, row["step_median_us"])
+
+
+def stragglers(rows: list[RankRow]) -> list[Straggler]:
     """The slow ranks, slowest first, each with the evidence (module docstring)."""
     timed, job_median = _timed(rows)
-    out = []
+    out: list[Straggler] = []
     for row in timed:
         others = [r for r in timed if r is not row]
-        other_meds = [r["step_median_us"] for r in others]
+        other_meds = [_step_median(r) for r in others]
         centre = _median(other_meds)
         mad = _median([abs(m - centre) for m in other_meds])
-        excess = row["step_median_us"] - job_median
+        excess = _step_median(row) - job_median
         slower_pct = 100 * excess / job_median if job_median else 0.0
         if slower_pct < STRAGGLER_PCT or excess <= STRAGGLER_MADS * MAD_SCALE * mad:
             continue
-        out.append(
-            {
-                "rank": row["rank"],
-                "label": row["label"],
-                "step_median_us": row["step_median_us"],
-                "others_median_us": round(centre, 3),
-                "slower_pct": round(slower_pct, 1),
-                "parts": _parts(row, others),
-            }
-        )
-    for s in out:
-        s["evidence"] = _evidence(s, job_median)
+        figures: StragglerFigures = {
+            "rank": row["rank"],
+            "label": row["label"],
+            "step_median_us": _step_median(row),
+            "others_median_us": round(centre, 3),
+            "slower_pct": round(slower_pct, 1),
+            "parts": _parts(row, others),
+        }
+        out.append({**figures, "evidence": _evidence(figures, job_median)})
     return sorted(out, key=lambda s: -s["slower_pct"])
 
 
-def waited_for(rows: list[dict[str, Any]], stragglers: set[int]) -> list[dict[str, Any]]:
+def waited_for(rows: list[RankRow], stragglers: set[int]) -> list[WaitedFor]:
     """Ranks the others wait for in collectives (module docstring), stragglers left out."""
     timed, job_median = _timed(rows)
-    out = []
+    out: list[WaitedFor] = []
     for row in timed:
         if row["rank"] in stragglers:
             continue
@@ -236,20 +248,20 @@ def waited_for(rows: list[dict[str, Any]], stragglers: set[int]) -> list[dict[st
     return sorted(out, key=lambda w: -w["work_excess_pct"])
 
 
-def _parts(row: dict[str, Any], others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _parts(row: RankRow, others: list[RankRow]) -> list[StepPart]:
     """Each part of the step: this rank's median, the other ranks' median, the difference."""
     kinds = sorted({k for r in (row, *others) for k in r["comm_by_kind_us"]})
-    named = [
+    named: list[tuple[str, str, str | None]] = [
         ("host dispatch", "dispatch_median_us", None),
         ("device compute", "compute_median_us", None),
     ]
     named += [(kind, "comm_by_kind_us", kind) for kind in kinds]
 
-    def get(r: dict[str, Any], key: str, kind: str | None) -> float:
+    def get(r: Mapping[str, Any], key: str, kind: str | None) -> float:
         value = r[key] if kind is None else r[key].get(kind)
         return float(value or 0.0)
 
-    parts = []
+    parts: list[StepPart] = []
     for name, key, kind in named:
         mine = get(row, key, kind)
         theirs = _median([get(r, key, kind) for r in others])
@@ -265,7 +277,7 @@ def _parts(row: dict[str, Any], others: list[dict[str, Any]]) -> list[dict[str, 
     return sorted(parts, key=lambda p: -p["delta_us"])
 
 
-def _evidence(s: dict[str, Any], job_median: float) -> str:
+def _evidence(s: StragglerFigures, job_median: float) -> str:
     """``rank 17 is 9.0 % slower per step (…): device compute is equal (…), it waits 4.1 ms
     longer in all_reduce (…)``."""
     text = (
@@ -276,7 +288,7 @@ def _evidence(s: dict[str, Any], job_median: float) -> str:
     return _evidence_parts(text, s["parts"], job_median)
 
 
-def _evidence_parts(text: str, parts: list[dict[str, Any]], job_median: float) -> str:
+def _evidence_parts(text: str, parts: list[StepPart], job_median: float) -> str:
     """``text`` followed by what each part of the step does against the other ranks."""
     clauses = []
     for p in parts:
@@ -295,12 +307,12 @@ def _evidence_parts(text: str, parts: list[dict[str, Any]], job_median: float) -
     return text + (": " + ", ".join(clauses) if clauses else "")
 
 
-def findings(record: dict[str, Any] | None) -> list[dict[str, str]]:
+def findings(record: RanksRecord | None) -> list[Finding]:
     """One ``straggler-rank`` finding per straggler, one ``rank-waited-for`` per rank the others
     wait for."""
     if not record:
         return []
-    waited = [
+    waited: list[Finding] = [
         {
             "severity": "medium",
             "rule": "rank-waited-for",

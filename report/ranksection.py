@@ -7,23 +7,15 @@ the rank x step matrix in long form (``ranks-step-times.csv``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report.model import Chart, Col, Table, as_text, make_table
+from nprof_report.report.columns import KEY_AVERAGES_COLUMNS, RANKS_COLUMNS
+from nprof_report.report.model import Chart
 from nprof_report.report.rankcharts import step_heatmap
-from nprof_report.textout import format_time_us
-
-KEY_AVERAGES_COLUMNS = (
-    "name",
-    "device_type",
-    "calls",
-    "self_cpu_us",
-    "cpu_total_us",
-    "self_device_us",
-    "device_total_us",
-)
+from nprof_report.report.summary_types import Summary
+from nprof_report.report.tables import Col, Table, as_text, as_us, make_table
 
 
 @dataclass(frozen=True)
@@ -38,27 +30,19 @@ class RanksSection:
     csv_tables: list[Table]  # every table of the section, shown or not
 
 
-def _us(x: Any) -> str:
-    return "–" if x is None else format_time_us(float(x))
-
-
-def _pct(x: Any) -> str:
-    return "–" if x is None else f"{x:g}%"
-
-
 def _table(
     title: str,
     csv: str,
     columns: list[tuple[str, str, Callable[[Any], str]]],
-    records: list[dict[str, Any]],
+    records: Sequence[Mapping[str, Any]],
     note: str | None = None,
 ) -> Table:
-    """A table through :func:`~.model.make_table`: (header, record key, formatter) per column."""
+    """A table through :func:`~.tables.make_table`: (header, record key, formatter) per column."""
     cols = [Col(h, key, fmt, text=fmt is as_text) for h, key, fmt in columns]
     return make_table(title, csv, cols, records, note=note)
 
 
-def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
+def ranks_section(summary: Summary) -> RanksSection | None:
     """The section, or None when the inputs are not several ranks of one job."""
     record = summary.get("ranks")
     if not record:
@@ -73,23 +57,10 @@ def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
         f"{comm} of collectives (c10d ops, record_param_comms, process-group annotations, and "
         "the device activities they launched), classified by collective."
     )
-    per_rank = _table(
+    per_rank = make_table(
         "Per rank: medians over the profiled steps",
         "ranks.csv",
-        [
-            ("Rank", ("rank"), as_text),
-            ("Steps", ("steps"), as_text),
-            ("Step median", ("step_median_us"), _us),
-            ("Step IQR", ("step_iqr_us"), _us),
-            ("Step min", ("step_min_us"), _us),
-            ("Step max", ("step_max_us"), _us),
-            ("Host dispatch", ("dispatch_median_us"), _us),
-            ("Device busy", ("device_median_us"), _us),
-            ("Device busy %", ("device_busy_pct"), _pct),
-            ("Device compute", ("compute_median_us"), _us),
-            ("Communication", ("comm_median_us"), _us),
-            ("Comm %", ("comm_pct"), _pct),
-        ],
+        RANKS_COLUMNS,
         rows,
         note="Device compute: device busy minus device communication.",
     )
@@ -99,7 +70,7 @@ def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
         "ranks-comm.csv",
         [
             ("Rank", ("rank"), as_text),
-            *((kind, f"comm:{kind}", _us) for kind in kinds),
+            *((kind, f"comm:{kind}", as_us) for kind in kinds),
         ],
         [{**r, **{f"comm:{k}": r["comm_by_kind_us"].get(k) for k in kinds}} for r in rows],
     )
@@ -118,7 +89,7 @@ def ranks_section(summary: dict[str, Any]) -> RanksSection | None:
     keyavg = _table(
         "key_averages() per rank",
         "ranks-key-averages.csv",
-        [("rank", "rank", as_text)] + [(c, c, as_text) for c in KEY_AVERAGES_COLUMNS],
+        [("rank", "rank", as_text)] + [(c.key, c.key, as_text) for c in KEY_AVERAGES_COLUMNS],
         [{"rank": row["rank"], **op} for row in rows for op in impls[row["label"]]["key_averages"]],
     )
     chart = Chart(

@@ -14,13 +14,14 @@ Schema ``nprof-summary`` version 1 (documented in the README):
 * ``ranks``: present when the inputs are several ranks of one job (:mod:`.ranks`): per-rank
   figures, the rank x step matrix of step times and the stragglers.
 
-All times are microseconds (``_us``) unless the key says otherwise.
+All times are microseconds (``_us``) unless the key says otherwise. The document's keys and
+value types are declared in :mod:`.summary_types`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import cast, overload
 
 import polars as pl
 
@@ -30,16 +31,35 @@ from nprof_report.report.analyses import ImplementationAnalysis
 from nprof_report.report.breakdown import median_step
 from nprof_report.report.findings import find
 from nprof_report.report.ranks import RankFigures, cross_rank
+from nprof_report.report.summary_types import (
+    Comparison,
+    ComparisonFigures,
+    Gaps,
+    Headline,
+    ImplementationRecord,
+    KeyAverageRow,
+    MedianStep,
+    NeuronRecord,
+    NeuronStep,
+    RunRecord,
+    StepRow,
+    Summary,
+    TopOpRow,
+)
 
 SUMMARY_FORMAT = "nprof-summary"
 SUMMARY_VERSION = 1
 
 
+@overload
+def _r(x: float, nd: int = 3) -> float: ...
+@overload
+def _r(x: float | None, nd: int = 3) -> float | None: ...
 def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
-def headline(a: ImplementationAnalysis) -> dict[str, Any]:
+def headline(a: ImplementationAnalysis) -> Headline:
     """The page-1 figures of one implementation."""
     st = a.step_time
     ops_per_step = a.median_of("top_ops")
@@ -82,33 +102,31 @@ def headline(a: ImplementationAnalysis) -> dict[str, Any]:
     }
 
 
-def compare(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+def compare(base: Headline, other: Headline) -> ComparisonFigures:
     """One implementation's headline against the baseline's.
 
     A difference *exceeds the noise* when the interquartile ranges of the two step-time samples
-    do not overlap (and likewise for the un-profiled timings).
+    do not overlap (and likewise for the un-profiled timings). The quartiles and the IQR are
+    present wherever the median is (:func:`headline`).
     """
-    out: dict[str, Any] = {}
-    for key, lo, hi in (("step_median_us", "step_p25_us", "step_p75_us"),):
-        if base.get(key) is None or other.get(key) is None:
-            continue
-        delta = other[key] - base[key]
-        out["step_delta_us"] = _r(delta)
-        out["step_ratio"] = _r(other[key] / base[key], 3) if base[key] else None
-        out["step_exceeds_noise"] = bool(other[hi] < base[lo] or other[lo] > base[hi])
+    out: ComparisonFigures = {}
+    b, o = base.get("step_median_us"), other.get("step_median_us")
+    if b is not None and o is not None:
+        b25, b75 = cast(float, base["step_p25_us"]), cast(float, base["step_p75_us"])
+        o25, o75 = cast(float, other["step_p25_us"]), cast(float, other["step_p75_us"])
+        out["step_delta_us"] = _r(o - b)
+        out["step_ratio"] = _r(o / b, 3) if b else None
+        out["step_exceeds_noise"] = bool(o75 < b25 or o25 > b75)
     b, o = base.get("unprofiled_median_us"), other.get("unprofiled_median_us")
     if b is not None and o is not None:
         out["unprofiled_delta_us"] = _r(o - b)
         out["unprofiled_ratio"] = _r(o / b, 3) if b else None
-        bi, oi = base["unprofiled_iqr_us"] / 2, other["unprofiled_iqr_us"] / 2
+        bi = cast(float, base["unprofiled_iqr_us"]) / 2
+        oi = cast(float, other["unprofiled_iqr_us"]) / 2
         out["unprofiled_exceeds_noise"] = bool(abs(o - b) > bi + oi)
-    if (
-        base.get("framework_ops_per_step") is not None
-        and other.get("framework_ops_per_step") is not None
-    ):
-        out["ops_per_step_delta"] = _r(
-            other["framework_ops_per_step"] - base["framework_ops_per_step"], 2
-        )
+    b_ops, o_ops = base.get("framework_ops_per_step"), other.get("framework_ops_per_step")
+    if b_ops is not None and o_ops is not None:
+        out["ops_per_step_delta"] = _r(o_ops - b_ops, 2)
     return out
 
 
@@ -117,9 +135,13 @@ def build_summary(
     manifest: Manifest | None,
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
-) -> dict[str, Any]:
-    """The ``summary.json`` document; ``ranks``: the figures of each source as a rank."""
-    impls: list[dict[str, Any]] = []
+) -> Summary:
+    """The ``summary.json`` document; ``ranks``: the figures of each source as a rank.
+
+    Rows copied from a frame or a dataclass are cast to their declared shape
+    (:mod:`.summary_types`; ``tests/test_summary_types.py`` holds the two together).
+    """
+    impls: list[ImplementationRecord] = []
     for a in analyses:
         impls.append(
             {
@@ -131,24 +153,40 @@ def build_summary(
                 "step_time_us": None
                 if a.step_time is None
                 else {
-                    **{k: _r(v) for k, v in asdict(a.step_time).items()},
+                    "n": _r(a.step_time.n),
+                    "median": _r(a.step_time.median),
+                    "mean": _r(a.step_time.mean),
+                    "minimum": _r(a.step_time.minimum),
+                    "maximum": _r(a.step_time.maximum),
+                    "p25": _r(a.step_time.p25),
+                    "p75": _r(a.step_time.p75),
+                    "stdev": _r(a.step_time.stdev),
                     "iqr": _r(a.step_time.iqr),
                 },
                 "steps": [
-                    {
-                        (k[:-3] + "_us" if k.endswith("_ns") else k): (
-                            _r(v / 1000) if k.endswith("_ns") else v
-                        )
-                        for k, v in row.items()
-                    }
+                    cast(
+                        StepRow,
+                        {
+                            (k[:-3] + "_us" if k.endswith("_ns") else k): (
+                                _r(v / 1000) if k.endswith("_ns") else v
+                            )
+                            for k, v in row.items()
+                        },
+                    )
                     for row in a.steps.to_dicts()
                 ],
                 "top_ops": [
-                    {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()}
+                    cast(
+                        TopOpRow,
+                        {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()},
+                    )
                     for r in a.top_ops.to_dicts()
                 ],
                 "key_averages": [
-                    {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()}
+                    cast(
+                        KeyAverageRow,
+                        {k: (_r(v) if isinstance(v, float) else v) for k, v in r.items()},
+                    )
                     for r in a.key_averages.to_dicts()
                 ],
                 "median_step": _median_step_breakdown(a),
@@ -166,7 +204,7 @@ def build_summary(
                 "diff_profile": a.diff_profile,
             }
         )
-    comparisons = []
+    comparisons: list[Comparison] = []
     if impls:
         base = impls[0]
         for other in impls[1:]:
@@ -178,13 +216,14 @@ def build_summary(
                 }
             )
     all_caveats = list(caveats) + [n for a in analyses for n in a.notes]
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "format": SUMMARY_FORMAT,
         "format_version": SUMMARY_VERSION,
         "run": _run_record(manifest),
         "implementations": impls,
         "comparisons": comparisons,
         "caveats": all_caveats,
+        "findings": [],  # below, from the rest of the document
     }
     record = cross_rank(ranks or [])
     if record is not None:
@@ -193,7 +232,7 @@ def build_summary(
     return summary
 
 
-def _median_step_breakdown(a: ImplementationAnalysis) -> dict[str, Any] | None:
+def _median_step_breakdown(a: ImplementationAnalysis) -> MedianStep | None:
     """The host breakdown of the median step (its components add up to its duration)."""
     step = median_step(a.steps)
     if step is None:
@@ -210,7 +249,7 @@ def _median_step_breakdown(a: ImplementationAnalysis) -> dict[str, Any] | None:
     }
 
 
-def _gaps_record(a: ImplementationAnalysis, largest: int = 10) -> dict[str, Any]:
+def _gaps_record(a: ImplementationAnalysis, largest: int = 10) -> Gaps:
     """Device idle gaps: totals by cause and the largest ones."""
     g = a.gaps
     by_cause = (
@@ -238,16 +277,19 @@ def _gaps_record(a: ImplementationAnalysis, largest: int = 10) -> dict[str, Any]
     }
 
 
-def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:
+def _neuron_record(figures: NeuronFigures) -> NeuronRecord:
     """Neuron system-trace figures per step (times in µs) and device-profile figures."""
     steps = [
-        {
-            (k[:-3] + "_us" if k.endswith("_ns") else k): (
-                _r(v / 1000) if (k.endswith("_ns") and v is not None) else v
-            )
-            for k, v in asdict(s).items()
-            if k not in ("start_ns", "end_ns")
-        }
+        cast(
+            NeuronStep,
+            {
+                (k[:-3] + "_us" if k.endswith("_ns") else k): (
+                    _r(v / 1000) if (k.endswith("_ns") and v is not None) else v
+                )
+                for k, v in asdict(s).items()
+                if k not in ("start_ns", "end_ns")
+            },
+        )
         for s in figures.steps
     ]
     d = figures.device
@@ -293,9 +335,9 @@ def _neuron_record(figures: NeuronFigures) -> dict[str, Any]:
     }
 
 
-def _run_record(manifest: Manifest | None) -> dict[str, Any] | None:
+def _run_record(manifest: Manifest | None) -> RunRecord | None:
     if manifest is None:
         return None
     record = asdict(manifest)
     record.pop("implementations")
-    return record
+    return cast(RunRecord, record)

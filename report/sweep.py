@@ -17,13 +17,28 @@ at the largest size holds at every larger size.
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import Any
+from typing import cast
 
 from nprof_report.bundle import Manifest, elements, size_label
 from nprof_report.report.analyses import ImplementationAnalysis
-from nprof_report.report.findings import SEVERITY_RANK
+from nprof_report.report.findings import SEVERITY_RANK, Severity
 from nprof_report.report.ranks import RankFigures
 from nprof_report.report.summary import build_summary, compare, headline
+from nprof_report.report.summary_types import (
+    CheckRecord,
+    ComparisonFigures,
+    ComparisonPoint,
+    Crossover,
+    Finding,
+    Headline,
+    ImplementationRecord,
+    Metric,
+    Summary,
+    SweepComparison,
+    SweepRecord,
+    SweepSeries,
+    metric_figures,
+)
 
 Size = tuple[int, ...]
 FASTER, SLOWER, NOISE = "faster", "slower", "within noise"
@@ -39,7 +54,7 @@ def summarise(
     manifest: Manifest | None,
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
-) -> dict[str, Any]:
+) -> Summary:
     """:func:`~nprof_report.report.summary.build_summary`, plus the sweep and the numerical check
     (``ranks`` as there; a sweep is one process, so it has no ranks)."""
     sizes = sorted({s for a in analyses if (s := _size_of(a)) is not None}, key=elements)
@@ -68,19 +83,20 @@ def detail_label(label: str, size: Size | list[int]) -> str:
     return f"{label} @ {size_label(size)}"
 
 
-def detail_implementations(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def detail_implementations(summary: Summary) -> list[ImplementationRecord]:
     """The smallest size's implementation records of a sweep (none for one size)."""
-    return list(
-        ((summary.get("sweep") or {}).get("smallest_detail") or {}).get("implementations", [])
-    )
+    sweep = summary.get("sweep")
+    return list(sweep["smallest_detail"]["implementations"]) if sweep else []
 
 
 def _sweep_record(
-    sizes: list[Size], at: dict[Size, list[ImplementationAnalysis]], small: dict[str, Any]
-) -> dict[str, Any]:
+    sizes: list[Size], at: dict[Size, list[ImplementationAnalysis]], small: Summary
+) -> SweepRecord:
     labels = list(dict.fromkeys(a.label for s in sizes for a in at[s]))
-    heads = {(a.label, s): headline(a) for s in sizes for a in at[s]}
-    series = [
+    heads: dict[tuple[str, Size], Headline] = {
+        (a.label, s): headline(a) for s in sizes for a in at[s]
+    }
+    series: list[SweepSeries] = [
         {
             "label": label,
             "points": [
@@ -97,9 +113,9 @@ def _sweep_record(
         for label in labels
     ]
     base = labels[0]
-    comparisons = []
+    comparisons: list[SweepComparison] = []
     for label in labels[1:]:
-        points = [
+        points: list[ComparisonPoint] = [
             {
                 "size": list(s),
                 "size_label": size_label(s),
@@ -129,19 +145,20 @@ def _sweep_record(
     }
 
 
-def verdict_at(point: dict[str, Any]) -> tuple[str | None, str | None]:
+def verdict_at(point: ComparisonFigures) -> tuple[str | None, Metric | None]:
     """(faster / slower / within noise, the metric used) of one comparison point."""
-    for metric in ("unprofiled", "step"):
-        noisy = point.get(f"{metric}_exceeds_noise")
+    metrics: tuple[Metric, ...] = ("unprofiled", "step")
+    for metric in metrics:
+        delta, _, noisy = metric_figures(point, metric)
         if noisy is None:
             continue
         if not noisy:
             return NOISE, metric
-        return (FASTER if point[f"{metric}_delta_us"] < 0 else SLOWER), metric
+        return (FASTER if cast(float, delta) < 0 else SLOWER), metric
     return None, None
 
 
-def crossover(points: list[dict[str, Any]]) -> dict[str, Any]:
+def crossover(points: list[ComparisonPoint]) -> Crossover:
     """The verdict at each size (ascending) and the size from which the largest size's holds.
 
     ``from_size`` is None when no size was compared; ``below`` describes the sizes under it:
@@ -166,36 +183,36 @@ def crossover(points: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _finding(severity: str, rule: str, title: str, evidence: str) -> dict[str, str]:
+def _finding(severity: Severity, rule: str, title: str, evidence: str) -> Finding:
     return {"severity": severity, "rule": rule, "title": title, "evidence": evidence}
 
 
-def crossover_title(comp: dict[str, Any]) -> str | None:
+def crossover_title(comp: SweepComparison) -> str | None:
     """``fused beats naive from 64×4096 on; below it the difference is within noise``."""
-    holds, label, base = comp.get("holds"), comp["label"], comp["baseline"]
-    if holds is None:
+    holds, label, base = comp["holds"], comp["label"], comp["baseline"]
+    from_size, under = comp["from_size"], comp["below"]
+    if holds is None or from_size is None:  # one is None where the other is
         return None
     points = comp["points"]
-    start = size_label(comp["from_size"])
-    every = comp["below"] is None
+    start = size_label(from_size)
     span = f"{size_label(points[0]['size'])} to {size_label(points[-1]['size'])}"
     what = {
         FASTER: f"{label} beats {base}",
         SLOWER: f"{label} is slower than {base}",
         NOISE: f"{label} and {base} are within noise of each other",
     }[holds]
-    if every:
+    if under is None:
         return f"{what} at every size measured ({span})" if len(points) > 1 else None
     below = {
         NOISE: "the difference is within noise",
         FASTER: f"{label} is faster",
         SLOWER: f"{base} is faster",
         "mixed": "the result changes from size to size",
-    }[comp["below"]]
+    }[under]
     return f"{what} from {start} on; below it {below}"
 
 
-def sweep_findings(sweep: dict[str, Any] | None) -> list[dict[str, str]]:
+def sweep_findings(sweep: SweepRecord | None) -> list[Finding]:
     """A crossover finding per implementation against the baseline; where device time overtakes
     host dispatch."""
     if not sweep:
@@ -231,7 +248,7 @@ def sweep_findings(sweep: dict[str, Any] | None) -> list[dict[str, str]]:
             for p in series["points"]
             if p["device_per_step_us"] is not None and p["dispatch_per_step_us"] is not None
         ]
-        dominated = [p["device_per_step_us"] > p["dispatch_per_step_us"] for p in pts]
+        dominated = [cast(float, p["device_per_step_us"]) > p["dispatch_per_step_us"] for p in pts]
         if not pts or not dominated[-1] or all(dominated):
             continue
         first = len(dominated) - 1
@@ -253,24 +270,27 @@ def sweep_findings(sweep: dict[str, Any] | None) -> list[dict[str, str]]:
     return out
 
 
-def _checks(manifest: Manifest | None) -> list[dict[str, Any]]:
+def _checks(manifest: Manifest | None) -> list[CheckRecord]:
     if manifest is None:
         return []
     return [
-        {
-            "label": i.name,
-            "size": i.size,
-            "size_label": size_label(i.size) if i.size else None,
-            **asdict(i.check),
-        }
+        cast(
+            CheckRecord,
+            {
+                "label": i.name,
+                "size": i.size,
+                "size_label": size_label(i.size) if i.size else None,
+                **asdict(i.check),
+            },
+        )
         for i in manifest.implementations
         if i.check is not None
     ]
 
 
-def check_findings(checks: list[dict[str, Any]]) -> list[dict[str, str]]:
+def check_findings(checks: list[CheckRecord]) -> list[Finding]:
     """One high finding per implementation whose output differs from the reference's."""
-    failed: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, list[CheckRecord]] = {}
     for c in checks:
         if c["status"] == "fail":
             failed.setdefault(c["label"], []).append(c)
@@ -280,7 +300,7 @@ def check_findings(checks: list[dict[str, Any]]) -> list[dict[str, str]]:
         evidence = "; ".join(
             f"{r['size_label'] or 'size'}: "
             + (
-                r["note"]
+                f"{r['note']}"
                 if r["max_abs_error"] is None
                 else f"max abs error {r['max_abs_error']:.3g}, max rel error "
                 f"{r['max_rel_error']:.3g}, {r['note']}"

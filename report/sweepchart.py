@@ -7,6 +7,7 @@ so importing this module selects no backend.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matplotlib import rc_context
@@ -34,7 +35,7 @@ def _size_axis(ax: Any, sizes: list[str], x: list[int]) -> None:
 
 
 def scaling_by_implementation(
-    labels: list[str], points: list[list[dict[str, Any]]], ylabel: str = "µs (log)"
+    labels: list[str], points: Sequence[Sequence[Mapping[str, Any]]], ylabel: str = "µs (log)"
 ) -> str:
     """One log-log panel per implementation, all on the same y range: un-profiled and profiled
     time, host dispatch and device time per step against the input's element count."""
@@ -75,7 +76,9 @@ def scaling_by_implementation(
         return _svg(fig)
 
 
-def scaling_overlay(labels: list[str], points: list[list[dict[str, Any]]], key: str) -> str:
+def scaling_overlay(
+    labels: list[str], points: Sequence[Sequence[Mapping[str, Any]]], key: str
+) -> str:
     """Every implementation's ``key`` against size on one log-log axes, so crossings show."""
     with rc_context(_RC):  # type: ignore[arg-type]
         fig = Figure(figsize=(6.2, 2.8))

@@ -10,9 +10,18 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nprof_report.report import sweepchart
-from nprof_report.report.model import Chart, Col, ReportModel, Table, as_text, make_table
+from nprof_report.report.columns import NUMERICAL_CHECK_COLUMNS, SWEEP_COLUMNS, SWEEP_TIME_COLUMNS
+from nprof_report.report.model import Chart, ReportModel
+from nprof_report.report.summary_types import (
+    CheckRecord,
+    ComparisonPoint,
+    Metric,
+    Summary,
+    SweepRecord,
+    metric_figures,
+)
 from nprof_report.report.sweep import crossover_title
-from nprof_report.textout import format_time_us
+from nprof_report.report.tables import Table, make_table
 
 GLOSSARY = [
     (
@@ -30,12 +39,6 @@ GLOSSARY = [
         "from which the verdict at the largest size holds at every larger size.",
     ),
 ]
-TIME_COLUMNS = (
-    ("Un-profiled / call", "unprofiled_median_us"),
-    ("Profiled step", "step_median_us"),
-    ("Host dispatch / step", "dispatch_per_step_us"),
-    ("Device / step", "device_per_step_us"),
-)
 
 
 @dataclass(frozen=True)
@@ -48,15 +51,7 @@ class SweepView:
     tables: list[Table]
 
 
-def _us(x: float | None) -> str:
-    return "–" if x is None else format_time_us(float(x))
-
-
-def _sci(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3g}"
-
-
-def _check_table(checks: list[dict[str, Any]]) -> Table:
+def _check_table(checks: list[CheckRecord]) -> Table:
     records = []
     for c in checks:
         shown = c["status"].upper() if c["status"] == "fail" else c["status"]
@@ -73,19 +68,7 @@ def _check_table(checks: list[dict[str, Any]]) -> Table:
     return make_table(
         "Numerical check against the reference",
         "numerical-check.csv",
-        [
-            Col("Implementation", "label", as_text, 1.5, text=True),
-            Col("Size", "size_label", as_text, text=True),
-            Col("Check", "check", as_text, 1.5, text=True),
-            Col("Status", "status", as_text, shown=False),
-            Col("Max abs error", "max_abs_error", _sci),
-            Col("Max rel error", "max_rel_error", _sci),
-            Col("Tolerance", "tolerance", as_text, 1.5, text=True),
-            Col("atol", "atol", as_text, shown=False),
-            Col("rtol", "rtol", as_text, shown=False),
-            Col("Mismatched", "mismatched", as_text, shown=False),
-            Col("Note", "note", as_text, shown=False),
-        ],
+        NUMERICAL_CHECK_COLUMNS,
         records,
         note=f"Each output compared elementwise with {reference}'s on the same inputs, before "
         "profiling: pass when every element is within atol + rtol × |reference| "
@@ -93,38 +76,32 @@ def _check_table(checks: list[dict[str, Any]]) -> Table:
     )
 
 
-def _sweep_table(sweep: dict[str, Any]) -> Table:
+def _sweep_table(sweep: SweepRecord) -> Table:
     comps = {c["label"]: c for c in sweep["comparisons"]}
-    records = []
+    records: list[dict[str, Any]] = []
     for series in sweep["series"]:
         comp = comps.get(series["label"])
-        at = (
+        at: dict[str, tuple[ComparisonPoint | None, str | None]] = (
             {p["size_label"]: (p, v) for p, v in zip(comp["points"], comp["verdicts"])}
             if comp
             else {}
         )
-        metric = (comp or {}).get("metric") or "unprofiled"
+        metric: Metric = (comp.get("metric") if comp else None) or "unprofiled"
         for p in series["points"]:
-            point, verdict = at.get(p["size_label"], ({}, None))
+            point, verdict = at.get(p["size_label"], (None, None))
             records.append(
                 {
                     "label": series["label"],
                     "size_label": p["size_label"],
-                    **{k: p[k] for _, k in TIME_COLUMNS},
-                    "ratio": point.get(f"{metric}_ratio"),
+                    **{k: p[k] for _, k in SWEEP_TIME_COLUMNS},
+                    "ratio": metric_figures(point, metric)[1] if point else None,
                     "verdict": verdict or ("baseline" if comp is None else None),
                 }
             )
     return make_table(
         "Time per call at every size",
         "sweep.csv",
-        [
-            Col("Implementation", "label", as_text, 1.5, text=True),
-            Col("Size", "size_label", as_text, text=True),
-            *(Col(h, k, _us) for h, k in TIME_COLUMNS),
-            Col("Ratio to baseline", "ratio", lambda v: "–" if v is None else f"{v:g}×"),
-            Col("vs baseline", "verdict", as_text, 1.3, text=True),
-        ],
+        SWEEP_COLUMNS,
         records,
         note="Medians. Ratio and verdict against the baseline on un-profiled time when both were "
         "timed without the profiler, else on profiled steps; 'within noise' as in the comparison "
@@ -132,7 +109,7 @@ def _sweep_table(sweep: dict[str, Any]) -> Table:
     )
 
 
-def _charts(sweep: dict[str, Any]) -> list[Chart]:
+def _charts(sweep: SweepRecord) -> list[Chart]:
     labels = [s["label"] for s in sweep["series"]]
     points = [s["points"] for s in sweep["series"]]
     timed = all(p["unprofiled_median_us"] for pts in points for p in pts)
@@ -154,7 +131,7 @@ def _charts(sweep: dict[str, Any]) -> list[Chart]:
     ]
 
 
-def check_sentence(checks: list[dict[str, Any]]) -> str | None:
+def check_sentence(checks: list[CheckRecord]) -> str | None:
     """The page-1 sentence on the numerical check."""
     if not checks:
         return None
@@ -183,7 +160,7 @@ def check_sentence(checks: list[dict[str, Any]]) -> str | None:
     )
 
 
-def add_sweep(model: ReportModel, summary: dict[str, Any]) -> ReportModel:
+def add_sweep(model: ReportModel, summary: Summary) -> ReportModel:
     """The model with the sweep's section and the page-1 sentences, when the summary has them."""
     checks = summary.get("numerical_check") or []
     sweep = summary.get("sweep")

@@ -30,6 +30,7 @@ from nprof_report.report.jobs import Engine
 from nprof_report.report.model import build_model
 from nprof_report.report.render import render_html
 from tests.conftest import PUBLIC, ROOT
+from tests.summary_shape import assert_conforms
 
 TWO_RANKS = [PUBLIC / f"kineto-cuda-2rank-sampled-rank{r}.json.gz" for r in (0, 1)]
 EXE = Path(sys.executable).with_name("nprof-report")
@@ -183,6 +184,7 @@ def test_planted_straggler_is_found_with_its_evidence(job: Path) -> None:
     assert "device compute is equal" in straggler["evidence"]
     assert "longer in all_reduce" in straggler["evidence"]
     assert record["waited_for"] == []  # the other ranks are copies of one another
+    assert_conforms(summary)  # with a straggler record (tests/summary_shape.py)
     finding = next(f for f in summary["findings"] if f["rule"] == "straggler-rank")
     assert finding["title"].startswith("rank 2 is a straggler")
     assert any("CONSTRUCTED" in c for c in summary["caveats"])

@@ -15,6 +15,7 @@ from nprof_report.report.build import build_report
 from nprof_report.report.model import build_model
 from nprof_report.textout import format_time_us
 from tests.conftest import PUBLIC_TRACES
+from tests.summary_shape import assert_conforms
 
 HTML_NS = "{http://www.w3.org/1999/xhtml}"
 
@@ -47,6 +48,7 @@ def test_summary_holds_every_headline_figure(cpu_report: Path) -> None:
         assert h["dispatch_per_step_us"] <= h["step_median_us"] * 1.5
     assert [c["label"] for c in summary["comparisons"]] == ["fused", "compiled"]
     assert summary["run"]["run_id"] == cpu_report.parent.name
+    assert_conforms(summary)  # with a manifest's run record (tests/summary_shape.py)
 
 
 @pytest.mark.capture

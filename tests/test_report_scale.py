@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import tinyhtml5
 
-from nprof_report.report.model import MAX_ROWS
+from nprof_report.report.tables import MAX_ROWS
 from tests.conftest import NEURON, PUBLIC_TRACES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from nprof_report.bundle import read_manifest
 from nprof_report.cli import cli, main
+from tests.summary_shape import assert_conforms
 
 SMALL = ((4, 64), (16, 256))
 
@@ -268,6 +269,7 @@ def test_report_flags_the_wrong_implementation_on_page_one(wrong_run: Path, tmp_
     assert 'id="sweep"' in html and "Time per call against size" in html
     assert (out / "tables" / "sweep.csv").is_file()
     assert (out / "tables" / "numerical-check.csv").is_file()
+    assert_conforms(summary)  # sweep and numerical_check records (tests/summary_shape.py)
 
 
 @pytest.mark.capture
