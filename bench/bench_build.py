@@ -85,26 +85,22 @@ def _time_charts(stages: list[_Stages]) -> None:
 
 
 def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
-    from nprof_report.parse.inputs import resolve
-    from nprof_report.report.analyses import analyse
-    from nprof_report.report.build import _tables, _write_atomically, convert_neuron_traces
+    from nprof_report.report.build import _report_files, _tables, summarise_inputs
+    from nprof_report.report.jobs import Engine
     from nprof_report.report.model import build_model
-    from nprof_report.report.render import layout_pdf, render_html
-    from nprof_report.report.summary import build_summary
+    from nprof_report.report.pdf import layout_pdf
+    from nprof_report.report.publish import publish
+    from nprof_report.report.render import render_html
+    from nprof_report.report.sweepview import add_sweep
 
-    resolved = [s.time("resolve", resolve, p) for p in paths]
-    sources = [src for r in resolved for src in r.sources if src.trace is not None]
-    notes = [n for r in resolved for n in r.notes]
-    caveats = notes + s.time("convert neuron", convert_neuron_traces, sources)
-    analyses = [s.time("analyse", analyse, src) for src in sources]
-    manifest = resolved[0].manifest if len(resolved) == 1 else None
-    summary = s.time("summary", build_summary, analyses, manifest, caveats)
-    model = s.time("model", build_model, summary)
+    _, summary = s.time("analyse", summarise_inputs, paths, Engine())
+    model = s.time("model", lambda: add_sweep(build_model(summary), summary))
     s.seconds["model"] -= s.seconds.get("charts", 0.0)
     html = s.time("render html", render_html, model)
     document = s.time("pdf layout", layout_pdf, html)
     pdf = s.time("pdf draw + write", document.write_pdf)
-    s.time("write files", _write_atomically, out, html, pdf, summary, _tables(model))
+    files = _report_files(html, pdf, summary, _tables(model))
+    s.time("write files", publish, out, files)
     print(f"  {len(document.pages)} pages, {len(pdf):,} bytes of PDF", flush=True)
 
 

@@ -18,8 +18,10 @@ from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
 from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, Table, build_model
+from nprof_report.report.pdf import prestart as prestart_pdf
+from nprof_report.report.pdf import render_pdf
 from nprof_report.report.publish import publish
-from nprof_report.report.render import render_html, render_pdf
+from nprof_report.report.render import render_html
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
 
@@ -52,6 +54,7 @@ def build_report(
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
+    prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
     engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
     resolved, summary = summarise_inputs(paths, engine)
     model = add_sweep(build_model(summary), summary)

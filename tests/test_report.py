@@ -154,7 +154,7 @@ def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
 
 @pytest.mark.pdf
 def test_pdf_reads_data_uris_and_fetches_nothing_else(tmp_path: Path) -> None:
-    from nprof_report.report.render import render_pdf
+    from nprof_report.report.pdf import render_pdf
 
     secret = tmp_path / "secret.svg"
     secret.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')

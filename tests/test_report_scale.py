@@ -131,7 +131,7 @@ def page_one_breaks(html: str) -> list[str]:
     """
     from weasyprint.formatting_structure.boxes import TableCellBox
 
-    from nprof_report.report.render import layout_pdf
+    from nprof_report.report.pdf import layout_pdf
 
     page = layout_pdf(html).pages[0]._page_box
     bad = []
