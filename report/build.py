@@ -7,8 +7,11 @@ leaves the previous report as it was.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +59,33 @@ def build_report(
         paths = [newest_run(DEFAULT_RUNS)]
     prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
     engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
-    resolved, summary = summarise_inputs(paths, engine)
-    model = add_sweep(build_model(summary), summary)
-    html = render_html(model)
+    with _collector_paused():
+        resolved, summary = summarise_inputs(paths, engine)
+        model = add_sweep(build_model(summary), summary)
+        html = render_html(model)
     pdf = render_pdf(html)
 
     if out is None:
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
     return publish(out, _report_files(html, pdf, summary, _tables(model)))
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the summary, the model and the HTML are made.
+
+    They are millions of small lists and dicts (300,000 records for a trace of 100,000 distinct
+    ops), hardly any in a reference cycle, and the collector walked the growing heap again and
+    again as they were made: 1.5-2 s of 9 s on such a trace. It is on again afterwards.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], dict[str, Any]]:
