@@ -85,7 +85,12 @@ def _time_charts(stages: list[_Stages]) -> None:
 
 
 def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
-    from nprof_report.report.build import _report_files, _tables, summarise_inputs
+    from nprof_report.report.build import (
+        _collector_paused,
+        _report_files,
+        _tables,
+        summarise_inputs,
+    )
     from nprof_report.report.jobs import Engine
     from nprof_report.report.model import build_model
     from nprof_report.report.pdf import layout_pdf
@@ -93,10 +98,11 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
     from nprof_report.report.render import render_html
     from nprof_report.report.sweepview import add_sweep
 
-    _, summary = s.time("analyse", summarise_inputs, paths, Engine())
-    model = s.time("model", lambda: add_sweep(build_model(summary), summary))
-    s.seconds["model"] -= s.seconds.get("charts", 0.0)
-    html = s.time("render html", render_html, model)
+    with _collector_paused():  # as build_report does
+        _, summary = s.time("analyse", summarise_inputs, paths, Engine())
+        model = s.time("model", lambda: add_sweep(build_model(summary), summary))
+        s.seconds["model"] -= s.seconds.get("charts", 0.0)
+        html = s.time("render html", render_html, model)
     document = s.time("pdf layout", layout_pdf, html)
     pdf = s.time("pdf draw + write", document.write_pdf)
     files = _report_files(html, pdf, summary, _tables(model))
