@@ -92,6 +92,7 @@ def _time_charts(stages: list[_Stages]) -> None:
 def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
     from nprof_report.report.build import (
         _collector_paused,
+        _data_files,
         _report_files,
         _tables,
         summarise_inputs,
@@ -110,7 +111,7 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
         html = s.time("render html", render_html, model)
     document = s.time("pdf layout", layout_pdf, html)
     pdf = s.time("pdf draw + write", document.write_pdf)
-    files = _report_files(html, pdf, summary, _tables(model))
+    files = _report_files(html, pdf, _data_files(summary, _tables(model)))
     s.time("write files", publish, out, files)
     print(f"  {len(document.pages)} pages, {len(pdf):,} bytes of PDF", flush=True)
 

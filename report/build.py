@@ -22,7 +22,7 @@ from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest
 from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, Table, build_model
 from nprof_report.report.pdf import prestart as prestart_pdf
-from nprof_report.report.pdf import render_pdf
+from nprof_report.report.pdf import start_pdf
 from nprof_report.report.publish import publish
 from nprof_report.report.render import render_html
 from nprof_report.report.sweep import summarise
@@ -63,12 +63,13 @@ def build_report(
         resolved, summary = summarise_inputs(paths, engine)
         model = add_sweep(build_model(summary), summary)
         html = render_html(model)
-    pdf = render_pdf(html)
+    pdf = start_pdf(html)
+    data = _data_files(summary, _tables(model))  # while the worker makes the PDF
 
     if out is None:
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
-    return publish(out, _report_files(html, pdf, summary, _tables(model)))
+    return publish(out, _report_files(html, pdf(), data))
 
 
 @contextlib.contextmanager
@@ -143,16 +144,17 @@ def _csv_bytes(table: Table) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def _report_files(
-    html: str, pdf: bytes, summary: dict[str, object], tables: list[Table]
-) -> dict[str, bytes]:
-    """The report's own files, by path relative to the output folder, in the order printed."""
+def _data_files(summary: dict[str, object], tables: list[Table]) -> dict[str, bytes]:
+    """``summary.json`` and the CSV tables, by path relative to the output folder."""
     files = {
-        "report.html": html.encode("utf-8"),
-        "report.pdf": pdf,
         "summary.json": orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        + b"\n",
+        + b"\n"
     }
     for table in sorted(tables, key=lambda t: t.csv):
         files[f"tables/{table.csv}"] = _csv_bytes(table)
     return files
+
+
+def _report_files(html: str, pdf: bytes, data: dict[str, bytes]) -> dict[str, bytes]:
+    """The report's own files, by path relative to the output folder, in the order printed."""
+    return {"report.html": html.encode("utf-8"), "report.pdf": pdf, **data}

@@ -5,10 +5,12 @@ build, and need nothing from the trace. So ``build`` calls :func:`prestart` befo
 anything heavy: a worker process (``python -m nprof_report.report.pdf``) imports WeasyPrint and
 lays out a small page with the report's stylesheet (fontconfig, Pango's font map and cffi's
 types are set up at the first layout), on the second core, while this process parses, analyses
-and draws the charts. :func:`render_pdf` then hands the HTML to that worker through its stdin
-and reads the PDF back from its stdout; without a worker (none started, or it could not start,
-or it ended before it was given the HTML) it lays the PDF out here, as before. The worker writes
-nothing to disk: the PDF is published by :mod:`.publish` in this process, as every other file.
+and draws the charts. :func:`start_pdf` then hands the HTML to that worker through its stdin
+and reads the PDF back from its stdout in a thread, while this process writes ``summary.json``
+and the CSV tables (a second on a trace of 100,000 op names); without a worker (none started, or
+it could not start, or it ended before it was given the HTML) the PDF is laid out here, as
+before. The worker writes nothing to disk: the PDF is published by :mod:`.publish` in this
+process, as every other file.
 
 An error inside the worker comes back as a :class:`RuntimeError` (an internal error of the
 CLI, like any failure of WeasyPrint on the report's own HTML). The worker ignores Ctrl-C, which
@@ -30,18 +32,21 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import traceback
+from collections.abc import Callable
 from importlib import resources
 from typing import IO, Any
 
 from nprof_report.procs import stop
 
-__all__ = ["layout_pdf", "prestart", "render_pdf"]
+__all__ = ["layout_pdf", "prestart", "render_pdf", "start_pdf"]
 
 _WORKER = [sys.executable, "-m", "nprof_report.report.pdf"]
 _LENGTH = struct.Struct("<Q")
 _OK, _FAILED = b"P", b"E"
-_started: list[subprocess.Popen[bytes]] = []
+_started: list[subprocess.Popen[bytes]] = []  # waiting for their HTML (one at most)
+_busy: list[subprocess.Popen[bytes]] = []  # given their HTML, PDF not read yet
 
 
 def layout_pdf(html: str) -> Any:
@@ -74,19 +79,53 @@ def prestart() -> None:
     :func:`render_pdf`); if it cannot be started, the PDF is made in this process."""
     if _started and _started[0].poll() is None:
         return
-    _release()
+    while _started:
+        stop(_started.pop())
     with contextlib.suppress(OSError):
         _started.append(subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE))
 
 
 def render_pdf(html: str) -> bytes:
     """The PDF of ``html``: from the worker :func:`prestart` started, else made here."""
+    return start_pdf(html)()
+
+
+def start_pdf(html: str) -> Callable[[], bytes]:
+    """Hand ``html`` to the worker :func:`prestart` started and return what waits for its PDF,
+    so that this process can write its other files meanwhile; without a worker, what makes the
+    PDF here when called."""
     proc = _started.pop() if _started else None
     if proc is not None and proc.poll() is not None:  # it ended before it was needed
         stop(proc)
         proc = None
     if proc is None:
-        return _pdf_here(html)
+        return lambda: _pdf_here(html)
+    _busy.append(proc)
+    outcome: list[bytes | BaseException] = []
+
+    def exchange() -> None:
+        try:
+            outcome.append(_exchange(proc, html))
+        except BaseException as exc:  # handed to the caller by result()
+            outcome.append(exc)
+        finally:
+            _busy.remove(proc)
+
+    # a daemon: a Ctrl-C in the caller ends the process without waiting for the PDF
+    thread = threading.Thread(target=exchange, name="pdf-worker", daemon=True)
+    thread.start()
+
+    def result() -> bytes:
+        thread.join()
+        if isinstance(outcome[0], BaseException):
+            raise outcome[0]
+        return outcome[0]
+
+    return result
+
+
+def _exchange(proc: subprocess.Popen[bytes], html: str) -> bytes:
+    """Send ``html`` to the worker ``proc``, read back its PDF or its error."""
     assert proc.stdin is not None and proc.stdout is not None
     try:
         data = html.encode("utf-8")
@@ -95,7 +134,10 @@ def render_pdf(html: str) -> bytes:
             proc.stdin.close()
         except BrokenPipeError:  # it ended before it had the HTML (killed, out of memory)
             return _pdf_here(html)
-        status, payload = proc.stdout.read(1), _read_block(proc.stdout)
+        try:
+            status, payload = proc.stdout.read(1), _read_block(proc.stdout)
+        except (OSError, ValueError):  # its pipe closed under the read: stopped at exit
+            status, payload = b"", None
         if payload is None:  # it ended: let its exit status say how
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=10)
@@ -123,8 +165,11 @@ def _read_block(stream: IO[bytes]) -> bytes | None:
 
 
 def _release() -> None:
+    """Stop the workers: the one waiting unused, and any still making a PDF (at exit)."""
     while _started:
         stop(_started.pop())
+    for proc in list(_busy):
+        stop(proc)
 
 
 atexit.register(_release)

@@ -84,3 +84,28 @@ def _kill_after_write(proc: subprocess.Popen[bytes]) -> bytes:
         return pdf.render_pdf(HTML)
     finally:
         timer.cancel()
+
+
+@pytest.mark.pdf
+def test_the_pdf_is_made_while_the_caller_goes_on_and_errors_come_when_it_is_asked_for(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "secret.svg"
+    secret.write_text(SVG)
+    proc = _worker()
+    result = pdf.start_pdf(f'<img src="{secret.as_uri()}">')  # returns before the layout
+    assert pdf._busy == [proc] or proc.poll() is not None
+    with pytest.raises(RuntimeError, match="outside resource"):
+        result()
+    assert pdf._busy == [] and proc.poll() is not None
+
+
+@pytest.mark.pdf
+def test_a_worker_busy_at_exit_is_stopped() -> None:
+    proc = _worker()
+    os.kill(proc.pid, signal.SIGSTOP)  # never answers
+    result = pdf.start_pdf(HTML)
+    pdf._release()  # what the exit handler does
+    assert proc.poll() is not None
+    with pytest.raises(RuntimeError, match="ended without a PDF"):
+        result()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +176,13 @@ def test_failed_build_keeps_previous_report(
     build_report([PUBLIC_TRACES["rocm"]], out=out)
     before = (out / "report.pdf").read_bytes()
 
-    def broken(html: str) -> bytes:
-        raise RuntimeError("disk full")
+    def broken(html: str) -> Callable[[], bytes]:
+        def pdf() -> bytes:
+            raise RuntimeError("disk full")
 
-    monkeypatch.setattr(build_module, "render_pdf", broken)
+        return pdf
+
+    monkeypatch.setattr(build_module, "start_pdf", broken)
     with pytest.raises(RuntimeError):
         build_report([PUBLIC_TRACES["triton"]], out=out)
     assert (out / "report.pdf").read_bytes() == before
