@@ -44,7 +44,7 @@ __all__ = ["layout_pdf", "prestart", "render_pdf", "start_pdf"]
 
 _WORKER = [sys.executable, "-m", "nprof_report.report.pdf"]
 _LENGTH = struct.Struct("<Q")
-_OK, _FAILED = b"P", b"E"
+_READY, _OK, _FAILED = b"R", b"P", b"E"  # WeasyPrint imported; a PDF follows; an error follows
 _started: list[subprocess.Popen[bytes]] = []  # waiting for their HTML (one at most)
 _busy: list[subprocess.Popen[bytes]] = []  # given their HTML, PDF not read yet
 
@@ -130,9 +130,12 @@ def _exchange(proc: subprocess.Popen[bytes], html: str) -> bytes:
     try:
         data = html.encode("utf-8")
         try:
+            if proc.stdout.read(1) != _READY:
+                raise BrokenPipeError
             proc.stdin.write(_LENGTH.pack(len(data)) + data)
             proc.stdin.close()
-        except BrokenPipeError:  # it ended before it had the HTML (killed, out of memory)
+        except (BrokenPipeError, ValueError):  # it ended before it had the HTML (it could
+            stop(proc)  # not import WeasyPrint, it was killed): the error, if any, shows here
             return _pdf_here(html)
         try:
             status, payload = proc.stdout.read(1), _read_block(proc.stdout)
@@ -200,6 +203,8 @@ def _serve() -> int:
     os.dup2(2, 1)
     with contextlib.suppress(Exception):  # a failure shows again, reported, on the real page
         _warm_up()
+    out.write(_READY)
+    out.flush()
     html = _read_block(sys.stdin.buffer)
     if html is None:  # the parent did not need a PDF, or ended
         return 0

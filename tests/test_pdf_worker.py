@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import base64
 import os
+import select
 import signal
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,14 @@ def _worker() -> subprocess.Popen[bytes]:
     pdf.prestart()
     assert len(pdf._started) == 1
     return pdf._started[0]
+
+
+def _ready_worker() -> subprocess.Popen[bytes]:
+    """A worker that has imported WeasyPrint and said so (its byte is left unread)."""
+    proc = _worker()
+    assert proc.stdout is not None
+    assert select.select([proc.stdout], [], [], 60)[0], "the worker never became ready"
+    return proc
 
 
 @pytest.mark.pdf
@@ -56,6 +67,16 @@ def test_a_worker_gone_before_the_html_leaves_the_pdf_to_this_process() -> None:
 
 
 @pytest.mark.pdf
+def test_a_worker_that_cannot_start_leaves_the_pdf_to_this_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # as when the worker's interpreter cannot import WeasyPrint: it ends before it is ready
+    monkeypatch.setattr(pdf, "_WORKER", [sys.executable, "-c", "import time; time.sleep(0.5)"])
+    _worker()
+    assert pdf.render_pdf(HTML) == pdf._pdf_here(HTML)
+
+
+@pytest.mark.pdf
 def test_an_unused_worker_is_kept_for_the_next_pdf_and_stopped_at_exit() -> None:
     proc = _worker()
     pdf.prestart()  # one waits already
@@ -67,7 +88,7 @@ def test_an_unused_worker_is_kept_for_the_next_pdf_and_stopped_at_exit() -> None
 
 @pytest.mark.pdf
 def test_a_worker_that_dies_on_the_html_is_an_internal_error() -> None:
-    proc = _worker()
+    proc = _ready_worker()
     os.kill(proc.pid, signal.SIGSTOP)  # stopped until it has the HTML, then killed
     try:
         with pytest.raises(RuntimeError, match=r"ended without a PDF \(exit status -9\)"):
@@ -102,9 +123,12 @@ def test_the_pdf_is_made_while_the_caller_goes_on_and_errors_come_when_it_is_ask
 
 @pytest.mark.pdf
 def test_a_worker_busy_at_exit_is_stopped() -> None:
-    proc = _worker()
+    proc = _ready_worker()
     os.kill(proc.pid, signal.SIGSTOP)  # never answers
     result = pdf.start_pdf(HTML)
+    deadline = time.monotonic() + 30
+    while not proc.stdin.closed and time.monotonic() < deadline:  # type: ignore[union-attr]
+        time.sleep(0.01)  # until the HTML is sent and the PDF awaited
     pdf._release()  # what the exit handler does
     assert proc.poll() is not None
     with pytest.raises(RuntimeError, match="ended without a PDF"):
