@@ -11,7 +11,7 @@ import contextlib
 import csv
 import gc
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,12 +64,13 @@ def build_report(
         model = add_sweep(build_model(summary), summary)
         html = render_html(model)
     pdf = start_pdf(html)
-    data = _data_files(summary, _tables(model))  # while the worker makes the PDF
+    # while the worker makes the PDF: summary.json and the CSVs made, and written first
+    data = _data_files(summary, _tables(model))
 
     if out is None:
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
-    return publish(out, _report_files(html, pdf(), data))
+    return publish(out, _report_files(html, pdf, data))
 
 
 @contextlib.contextmanager
@@ -159,6 +160,9 @@ def _data_files(summary: dict[str, object], tables: list[Table]) -> dict[str, by
     return files
 
 
-def _report_files(html: str, pdf: bytes, data: dict[str, bytes]) -> dict[str, bytes]:
-    """The report's own files, by path relative to the output folder, in the order printed."""
+def _report_files(
+    html: str, pdf: bytes | Callable[[], bytes], data: dict[str, bytes]
+) -> dict[str, bytes | Callable[[], bytes]]:
+    """The report's own files, by path relative to the output folder, in the order printed
+    (``pdf``: the PDF, or what waits for it)."""
     return {"report.html": html.encode("utf-8"), "report.pdf": pdf, **data}
