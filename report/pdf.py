@@ -76,7 +76,7 @@ def _pdf_here(html: str) -> bytes:
 
 def prestart() -> None:
     """Start the PDF worker now, unless one waits already (it then serves the next
-    :func:`render_pdf`); if it cannot be started, the PDF is made in this process."""
+    :func:`start_pdf`); if it cannot be started, the PDF is made in this process."""
     if _started and _started[0].poll() is None:
         return
     while _started:
