@@ -4,7 +4,8 @@ The traces here are CONSTRUCTED by ``bench/make_name_trace.py``: op and kernel n
 characters with no break opportunity (as templated CUDA kernel names are), or 100,000 distinct
 names. Before the tables had a fixed layout and a bounded number of rows, and before the device
 gaps' causes were found by bisection, the first took more than 10 minutes to build on this
-machine and the second 339 s and 6.6 GB (20,000 names: more than 180 s); the bounds below are
+machine and the second 339 s and 6.6 GB (20,000 names: more than 180 s; 100,000 names were still
+building when the 180 s bound stopped them, on a quiet machine, 2026-12-02); the bounds below are
 generous (about ten times what the build takes on a busy 2-core machine) and only there to catch
 that kind of blow-up.
 """
