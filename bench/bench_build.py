@@ -2,12 +2,14 @@
 
     nice -n 10 python bench/bench_build.py PATH... [--repeats 3] [--out DIR]
     nice -n 10 python bench/bench_build.py --suite [--run nprof-runs/<run>] [--repeats 5]
+        [--against OTHER/.venv/bin/python] [--only RMSNorm --only 2,000 ...]
 
 With paths (a run folder, a trace, a folder of rank traces; several are reported side by side,
 as ``build`` does), the stages of ``report/build.py``'s ``build_report`` are called one by one in
 this process: the charts (drawn while the model is built) are timed apart from the rest of the
 model, and the PDF is split into WeasyPrint's layout (parse, CSS cascade, pagination) and its
-drawing and writing (SVG, fonts, PDF objects). Imports are timed once, before the first repeat,
+drawing and writing (SVG, fonts, PDF objects), both in this process (``build`` makes the PDF in
+a worker process that has imported WeasyPrint meanwhile: :mod:`nprof_report.report.pdf`). Imports are timed once, before the first repeat,
 as a fresh ``nprof-report`` process pays them; each other stage is the median of the repeats.
 The peak resident memory of the process is printed after each stage of the first repeat.
 ``analyse`` parses each trace, or reads its frames from the parse cache when that is warm, as
@@ -20,7 +22,10 @@ The peak resident memory of the process is printed after each stage of the first
 cache warm) and ``nprof-report build`` end to end, the latter ``--repeats`` times interleaved
 across the inputs (the first run of each, which fills the parse cache, is not counted); it
 prints a Markdown table with the medians, the parse (``analyse``) stage, layout and drawing,
-and each process's peak memory against ``nprof-report ops`` on the same input.
+and each process's peak memory against ``nprof-report ops`` on the same input. ``--against``
+times another installation's ``build`` (the code before a change) in the same rounds, one run of
+each after the other, and gives the ratios of the medians, of wall time and of CPU time (the
+processes' own and their workers'); ``--only`` keeps the inputs whose names hold the text.
 """
 
 from __future__ import annotations
@@ -85,26 +90,29 @@ def _time_charts(stages: list[_Stages]) -> None:
 
 
 def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
-    from nprof_report.parse.inputs import resolve
-    from nprof_report.report.analyses import analyse
-    from nprof_report.report.build import _tables, _write_atomically, convert_neuron_traces
+    from nprof_report.report.build import (
+        _collector_paused,
+        _data_files,
+        _report_files,
+        _tables,
+        summarise_inputs,
+    )
+    from nprof_report.report.jobs import Engine
     from nprof_report.report.model import build_model
-    from nprof_report.report.render import layout_pdf, render_html
-    from nprof_report.report.summary import build_summary
+    from nprof_report.report.pdf import layout_pdf
+    from nprof_report.report.publish import publish
+    from nprof_report.report.render import render_html
+    from nprof_report.report.sweepview import add_sweep
 
-    resolved = [s.time("resolve", resolve, p) for p in paths]
-    sources = [src for r in resolved for src in r.sources if src.trace is not None]
-    notes = [n for r in resolved for n in r.notes]
-    caveats = notes + s.time("convert neuron", convert_neuron_traces, sources)
-    analyses = [s.time("analyse", analyse, src) for src in sources]
-    manifest = resolved[0].manifest if len(resolved) == 1 else None
-    summary = s.time("summary", build_summary, analyses, manifest, caveats)
-    model = s.time("model", build_model, summary)
-    s.seconds["model"] -= s.seconds.get("charts", 0.0)
-    html = s.time("render html", render_html, model)
+    with _collector_paused():  # as build_report does
+        _, summary = s.time("analyse", summarise_inputs, paths, Engine())
+        model = s.time("model", lambda: add_sweep(build_model(summary), summary))
+        s.seconds["model"] -= s.seconds.get("charts", 0.0)
+        html = s.time("render html", render_html, model)
     document = s.time("pdf layout", layout_pdf, html)
     pdf = s.time("pdf draw + write", document.write_pdf)
-    s.time("write files", _write_atomically, out, html, pdf, summary, _tables(model))
+    files = _report_files(html, pdf, _data_files(summary, _tables(model)))
+    s.time("write files", publish, out, files)
     print(f"  {len(document.pages)} pages, {len(pdf):,} bytes of PDF", flush=True)
 
 
@@ -165,14 +173,17 @@ def _suite_inputs(work: Path, run: Path | None) -> dict[str, list[Path]]:
     return inputs
 
 
-def _timed_process(cmd: list[str], env: dict[str, str]) -> float:
-    """Wall seconds of ``cmd``."""
+def _timed_process(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds of ``cmd``, and the CPU seconds of it and the processes it waited for."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr[-2000:]}")
-    return wall
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu
 
 
 def _peak_of(cmd: list[str], env: dict[str, str]) -> float:
@@ -189,67 +200,96 @@ def _peak_of(cmd: list[str], env: dict[str, str]) -> float:
     return float(out.stdout)
 
 
-def suite(run: Path | None, repeats: int) -> int:
-    """Measure the standard inputs; print one Markdown table."""
-    cli = [sys.executable, "-m", "nprof_report"]
+def _stages_of(paths: list[Path], work: Path, env: dict[str, str]) -> dict[str, float]:
+    """The stage medians of one in-process build, in a fresh process."""
+    stages_json = work / "stages.json"
+    subprocess.run(
+        [sys.executable, __file__, *map(str, paths), "--repeats", "1", "--json", str(stages_json)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    seconds: dict[str, float] = json.loads(stages_json.read_text())["seconds"]
+    return seconds
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} s ({min(values):.2f}–{max(values):.2f})"
+
+
+def suite(run: Path | None, repeats: int, against: str | None, only: list[str]) -> int:
+    """Measure the standard inputs (those whose name holds one of ``only``, if given); print one
+    Markdown table. With ``against`` (another installation's Python), its ``build`` is timed
+    too, interleaved with this one's, each with a parse cache of its own."""
+    trees = {"this": [sys.executable, "-m", "nprof_report"]}
+    if against:
+        trees["against"] = [against, "-m", "nprof_report"]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        env = {**os.environ, "NPROF_CACHE_DIR": str(work / "cache")}
-        env.pop("NPROF_NO_CACHE", None)
-        inputs = _suite_inputs(work, run)
-        builds: dict[str, list[float]] = {name: [] for name in inputs}
-        for paths in inputs.values():  # fills the parse cache
-            _timed_process([*cli, "build", *map(str, paths), "--out", str(work / "o")], env)
-        for _ in range(repeats):
+        envs = {t: {**os.environ, "NPROF_CACHE_DIR": str(work / f"cache-{t}")} for t in trees}
+        for env in envs.values():
+            env.pop("NPROF_NO_CACHE", None)
+        inputs = {
+            name: paths
+            for name, paths in _suite_inputs(work, run).items()
+            if not only or any(o.lower() in name.lower() for o in only)
+        }
+        wall: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in inputs}
+        cpu: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in inputs}
+        for k in range(repeats + 1):  # the first round fills the parse caches, not counted
             for name, paths in inputs.items():
-                cmd = [*cli, "build", *map(str, paths), "--out", str(work / "o")]
-                builds[name].append(_timed_process(cmd, env))
+                for tree, cli in trees.items():
+                    cmd = [*cli, "build", *map(str, paths), "--out", str(work / f"o-{tree}")]
+                    w, c = _timed_process(cmd, envs[tree])
+                    if k:
+                        wall[tree, name].append(w)
+                        cpu[tree, name].append(c)
+        cli, env = trees["this"], envs["this"]
         rows = []
         for name, paths in inputs.items():
-            stages_json = work / "stages.json"
-            subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    *map(str, paths),
-                    "--repeats",
-                    "1",
-                    "--json",
-                    str(stages_json),
-                ],
-                env=env,
-                check=True,
-                capture_output=True,
-            )
-            stages = json.loads(stages_json.read_text())["seconds"]
+            stages = _stages_of(paths, work, env)
             build_peak = _peak_of(
                 [*cli, "build", *map(str, paths), "--out", str(work / "o"), "--no-cache"], env
             )
             ops_peak = _peak_of([*cli, "ops", *map(str, paths[:1]), "--no-cache"], env)
-            rows.append(
-                (
-                    name,
-                    statistics.median(builds[name]),
-                    min(builds[name]),
-                    max(builds[name]),
-                    stages["analyse"],
-                    stages["charts"],
-                    stages["pdf layout"],
-                    stages["pdf draw + write"],
-                    build_peak,
-                    ops_peak,
+            cells = [
+                name,
+                f"{_spread(wall['this', name])}; CPU {statistics.median(cpu['this', name]):.2f} s",
+            ]
+            if against:
+                ratio = statistics.median(wall["this", name]) / statistics.median(
+                    wall["against", name]
                 )
-            )
-    print(
-        f"\n| input | `build`, cache warm: median (min–max) of {repeats} | parse/analyse | "
-        "charts | PDF layout | PDF drawing | peak memory, `build --no-cache` / `ops --no-cache` |"
-    )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for name, med, lo, hi, analyse, charts, layout, draw, bpeak, opeak in rows:
-        print(
-            f"| {name} | {med:.2f} s ({lo:.2f}–{hi:.2f}) | {analyse:.2f} s | {charts:.2f} s | "
-            f"{layout:.2f} s | {draw:.2f} s | {bpeak:,.0f} / {opeak:,.0f} MiB |"
-        )
+                cpu_ratio = statistics.median(cpu["this", name]) / statistics.median(
+                    cpu["against", name]
+                )
+                cells.append(
+                    f"{_spread(wall['against', name])}; CPU "
+                    f"{statistics.median(cpu['against', name]):.2f} s; "
+                    f"**{ratio:.2f}×** (CPU {cpu_ratio:.2f}×)"
+                )
+            cells += [
+                f"{stages['analyse']:.2f} s",
+                f"{stages['charts']:.2f} s",
+                f"{stages['pdf layout']:.2f} s",
+                f"{stages['pdf draw + write']:.2f} s",
+                f"{build_peak:,.0f} / {ops_peak:,.0f} MiB",
+            ]
+            rows.append(cells)
+    head = ["input", f"`build`, cache warm: median (min–max) of {repeats}"]
+    if against:
+        head.append(f"`build` of {against}; this one's median / its median")
+    head += [
+        "parse/analyse",
+        "charts",
+        "PDF layout",
+        "PDF drawing",
+        "peak memory, `build --no-cache` / `ops --no-cache`",
+    ]
+    print("\n| " + " | ".join(head) + " |")
+    print("|" + " --- |" * len(head))
+    for cells in rows:
+        print("| " + " | ".join(cells) + " |")
     return 0
 
 
@@ -261,9 +301,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the stage figures there")
     ap.add_argument("--suite", action="store_true", help="measure the standard inputs")
     ap.add_argument("--run", type=Path, help="with --suite: an RMSNorm run folder to include")
+    ap.add_argument(
+        "--against",
+        metavar="PYTHON",
+        help="with --suite: also time the build of the installation whose Python this is "
+        "(e.g. another checkout's .venv/bin/python), interleaved",
+    )
+    ap.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="with --suite: only the inputs whose name holds TEXT (repeatable)",
+    )
     ns = ap.parse_args(argv)
     if ns.suite:
-        return suite(ns.run, ns.repeats)
+        return suite(ns.run, ns.repeats, ns.against, ns.only)
     if not ns.paths:
         ap.error("give a path, or --suite")
     result = measure(ns.paths, ns.repeats, ns.out)

@@ -17,12 +17,17 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+from matplotlib import rc_context
+from matplotlib.figure import Figure
 
+# for pyplot, which diff_render uses; the figures here are made without it (as Figure()), so
+# that nothing is kept by pyplot's figure manager
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 
 SHADES = ["#222222", "#777777", "#bbbbbb", "#444444", "#999999", "#dddddd"]
-HATCHES = ["", "//", "..", "xx", "\\\\", "++"]
+# lines only: a dotted hatch ("..") drew as a pattern of hundreds of tiny circles, 0.15 s of
+# WeasyPrint's drawing for one chart; hatches of lines draw in a tenth of that
+HATCHES = ["", "//", "\\\\", "xx", "--", "++"]
 
 
 def _series_style(i: int) -> dict[str, Any]:
@@ -49,15 +54,20 @@ _RC: dict[str, Any] = {
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
+    if fig.canvas.manager is not None:  # made by pyplot, which keeps it until closed
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     text = buf.getvalue()
     text = text[text.index("<svg") :]
     # matplotlib's RDF metadata block only names namespaces; drop it to keep the markup small.
     return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
-MAX_DOTS = 400
-"""Samples drawn as dots per box; more are thinned to this many (the box uses them all)."""
+MAX_DOTS = 100
+"""Samples drawn as dots per box; more are thinned to this many (the box uses them all). Each
+dot is an SVG element that WeasyPrint draws in about a millisecond: 400 took 0.3-0.5 s of the
+PDF's drawing of a trace with 100,000 op calls, and 100 show the spread as well."""
 
 
 def spread(samples: list[float], limit: int = MAX_DOTS) -> list[float]:
@@ -74,8 +84,9 @@ def step_times(
     labels: list[str], samples_us: list[list[float]], xlabel: str = "profiled step time (µs)"
 ) -> str:
     """Box plot per implementation, with every sample drawn as a point."""
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, ax = plt.subplots(figsize=(6.2, 0.55 + 0.55 * max(len(labels), 1)))
+    with rc_context(_RC):  # type: ignore[arg-type]
+        fig = Figure(figsize=(6.2, 0.55 + 0.55 * max(len(labels), 1)))
+        ax = fig.subplots()
         data = [np.asarray(s if s else [0.0], dtype=float) for s in samples_us]
         ax.boxplot(
             data,
@@ -96,8 +107,9 @@ def step_times(
 
 def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: str) -> str:
     """Horizontal stacked bars; ``parts`` maps a component name to one value per label."""
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, ax = plt.subplots(figsize=(6.2, 0.8 + 0.5 * max(len(labels), 1)))
+    with rc_context(_RC):  # type: ignore[arg-type]
+        fig = Figure(figsize=(6.2, 0.8 + 0.5 * max(len(labels), 1)))
+        ax = fig.subplots()
         left = [0.0] * len(labels)
         for i, (name, values) in enumerate(parts.items()):
             ax.barh(
@@ -118,7 +130,7 @@ def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: 
 
 def paired_bars(labels: list[str], series: dict[str, list[float | None]], xlabel: str) -> str:
     """Grouped horizontal bars, one group per label (missing values are skipped)."""
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
+    with rc_context(_RC):  # type: ignore[arg-type]
         return _svg(paired_bars_figure(labels, series, xlabel))
 
 
@@ -127,7 +139,8 @@ def paired_bars_figure(
 ) -> Any:
     """:func:`paired_bars`' figure. The legend sits above the axes: inside them, at the lower
     right, it covered the longest bar of the last group."""
-    fig, ax = plt.subplots(figsize=(6.2, 0.8 + 0.6 * max(len(labels), 1)))
+    fig = Figure(figsize=(6.2, 0.8 + 0.6 * max(len(labels), 1)))
+    ax = fig.subplots()
     n = max(len(series), 1)
     height = 0.8 / n
     for i, (name, values) in enumerate(series.items()):
@@ -158,8 +171,9 @@ def timelines(
 
     Up to six fit on a page at 1.3 in each; more share about 8 in (a page's height)."""
     n = max(len(labels), 1)
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, axes = plt.subplots(n, 1, figsize=(6.4, min(1.3, 8 / n) * n + 0.4), squeeze=False)
+    with rc_context(_RC):  # type: ignore[arg-type]
+        fig = Figure(figsize=(6.4, min(1.3, 8 / n) * n + 0.4))
+        axes = fig.subplots(n, 1, squeeze=False)
         for ax, label, impl_bars, dur in zip(axes[:, 0], labels, bars, durations_us):
             lanes = [lane for lane in LANE_ORDER if any(b["lane"] == lane for b in impl_bars)]
             for y, lane in enumerate(lanes):
@@ -196,8 +210,9 @@ def timelines(
 def histogram(labels: list[str], samples_us: list[list[float]], xlabel: str) -> str:
     """Overlaid step histograms (log-spaced bins) of one sample per implementation."""
     values = [v for s in samples_us for v in s if v > 0]
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
-        fig, ax = plt.subplots(figsize=(6.2, 2.4))
+    with rc_context(_RC):  # type: ignore[arg-type]
+        fig = Figure(figsize=(6.2, 2.4))
+        ax = fig.subplots()
         if values:
             lo, hi = min(values), max(values)
             edges = (

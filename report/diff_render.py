@@ -25,7 +25,8 @@ from nprof_report.report.diff_compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff_compare import METRIC_WORDS as STEP_WORDS
-from nprof_report.report.render import environment, render_pdf
+from nprof_report.report.pdf import render_pdf
+from nprof_report.report.render import environment
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import orjson
@@ -45,13 +45,17 @@ LOCK_WAIT_S = 120.0
 _TMP = re.compile(r"^\..+\.nprof-(\d+)\.tmp$")
 
 
-def publish(out: Path, files: Mapping[str, bytes], *, kind: str = "report") -> list[Path]:
+def publish(
+    out: Path, files: Mapping[str, bytes | Callable[[], bytes]], *, kind: str = "report"
+) -> list[Path]:
     """Write ``files`` (path relative to ``out`` -> content) into ``out``; return their paths.
 
     Only the named files are created or replaced; stale files of the previous output of the same
     ``kind`` are removed as the module docstring says. Each kind keeps its own record
     (``.nprof-<kind>.json``), so a diff written beside a report never takes the report's files
-    for its own stale ones.
+    for its own stale ones. A content may be a function that returns it (the PDF, made by
+    another process meanwhile): those are called, and written, after the others; one that
+    raises leaves every file as it was.
     """
     record_name = RECORD_NAME.format(kind=kind)
     out = out.absolute()
@@ -64,8 +68,12 @@ def publish(out: Path, files: Mapping[str, bytes], *, kind: str = "report") -> l
             _remove_dead_leftovers(out)
             previous = _read_record(out / record_name)
             temps: list[tuple[Path, Path]] = []
+            record: dict[str, str] = {}
             try:
-                for rel, data in files.items():
+                for rel in sorted(files, key=lambda rel: callable(files[rel])):
+                    content = files[rel]
+                    data = content() if callable(content) else content
+                    record[rel] = hashlib.sha256(data).hexdigest()
                     dest = out / rel
                     dest.parent.mkdir(exist_ok=True)
                     if dest.is_dir() or (dest.is_symlink() and not dest.exists()):
@@ -81,7 +89,7 @@ def publish(out: Path, files: Mapping[str, bytes], *, kind: str = "report") -> l
                 for tmp, _ in temps:
                     with contextlib.suppress(OSError):
                         tmp.unlink()
-            record = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
+            record = {rel: record[rel] for rel in files}
             _remove_stale(out, previous, record, record_name)
             _write_record(out / record_name, record)
     except OSError as exc:
@@ -89,7 +97,7 @@ def publish(out: Path, files: Mapping[str, bytes], *, kind: str = "report") -> l
     return [out / rel for rel in files]
 
 
-def _check_names(files: Mapping[str, bytes], record_name: str) -> None:
+def _check_names(files: Mapping[str, object], record_name: str) -> None:
     for rel in files:
         parts = Path(rel).parts
         if not parts or Path(rel).is_absolute() or ".." in parts or rel == record_name:

@@ -6,8 +6,9 @@ many ranks or steps only every n-th one is labelled.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import colormaps, rc_context
+from matplotlib.figure import Figure
 
 from nprof_report.report.charts import _RC, _svg
 
@@ -20,10 +21,11 @@ def step_heatmap(ranks: list[int], steps: list[int], step_time_us: list[list[flo
     values = np.array(
         [[np.nan if v is None else v / 1000 for v in row] for row in step_time_us], dtype=float
     )
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
+    with rc_context(_RC):  # type: ignore[arg-type]
         height = min(9.0, 1.0 + 0.16 * len(ranks))
-        fig, ax = plt.subplots(figsize=(6.2, height))
-        cmap = plt.get_cmap("Greys").with_extremes(bad="white")
+        fig = Figure(figsize=(6.2, height))
+        ax = fig.subplots()
+        cmap = colormaps["Greys"].with_extremes(bad="white")
         image = ax.imshow(
             np.ma.masked_invalid(values), aspect="auto", cmap=cmap, interpolation="nearest"
         )

@@ -1,8 +1,7 @@
-"""The report model into HTML (Jinja2, autoescaped) and PDF (WeasyPrint, from the same HTML)."""
+"""The report model into HTML (Jinja2, autoescaped); :mod:`.pdf` prints the same HTML."""
 
 from __future__ import annotations
 
-import logging
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -40,29 +39,3 @@ def render_html(model: ReportModel) -> str:
     """Self-contained HTML: inline CSS and SVG, no script, nothing fetched."""
     css = resources.files("nprof_report.templates").joinpath("css/report.css").read_text("utf-8")
     return environment().get_template("report.html.j2").render(m=model, css=css)
-
-
-def layout_pdf(html: str) -> Any:
-    """Lay the HTML out in pages (a ``weasyprint.Document``).
-
-    Only ``data:`` URIs (the charts) are read; fetching anything else stops the build, so nothing
-    loads from anywhere. Separate from :func:`render_pdf` so that ``bench/bench_build.py`` can
-    time layout and drawing apart.
-    """
-    import weasyprint
-
-    logging.getLogger("weasyprint").setLevel(logging.ERROR)
-    logging.getLogger("fontTools").setLevel(logging.ERROR)
-    fetcher = weasyprint.URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
-    try:
-        return weasyprint.HTML(string=html, url_fetcher=fetcher).render()
-    except weasyprint.urls.FatalURLFetchingError as exc:
-        # a BaseException, which would pass the CLI's handlers: the report's own HTML asked for
-        # something that is not in it, a defect of ours and not of the user's input
-        raise RuntimeError(f"the report's HTML refers to an outside resource ({exc})") from exc
-
-
-def render_pdf(html: str) -> bytes:
-    """Print the HTML with WeasyPrint."""
-    pdf: bytes = layout_pdf(html).write_pdf()
-    return pdf

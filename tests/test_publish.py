@@ -259,3 +259,32 @@ def test_a_diff_beside_a_report_leaves_the_report(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").read_bytes() == b"r"
     assert (tmp_path / "tables" / "a.csv").read_bytes() == b"a"
     assert not (tmp_path / "tables" / "diff-ops.csv").exists()
+
+
+def test_a_content_given_as_a_function_is_written_last_and_its_failure_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    publish(out, {"a.txt": b"1", "b.pdf": b"2"})
+    before = _tree(out)
+    seen: list[list[str]] = []
+
+    def pdf() -> bytes:  # by the time it is asked for, the other file waits as a temporary one
+        seen.append(sorted(p.name for p in out.iterdir()))
+        return b"new pdf"
+
+    paths = publish(out, {"b.pdf": pdf, "a.txt": b"new text"})
+    assert [p.name for p in paths] == ["b.pdf", "a.txt"]  # in the order given
+    assert any(name.startswith(".a.txt.nprof-") for name in seen[0])
+    assert (out / "b.pdf").read_bytes() == b"new pdf"
+    assert (out / "a.txt").read_bytes() == b"new text"
+
+    publish(out, {"a.txt": b"1", "b.pdf": b"2"})
+
+    def failed() -> bytes:
+        raise RuntimeError("the PDF worker ended without a PDF")
+
+    with pytest.raises(RuntimeError):
+        publish(out, {"b.pdf": failed, "a.txt": b"other"})
+    assert _tree(out) == before  # and no temporary file left
+    assert sorted(p.name for p in out.iterdir()) == sorted(before)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,7 @@ def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
 
 @pytest.mark.pdf
 def test_pdf_reads_data_uris_and_fetches_nothing_else(tmp_path: Path) -> None:
-    from nprof_report.report.render import render_pdf
+    from nprof_report.report.pdf import render_pdf
 
     secret = tmp_path / "secret.svg"
     secret.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
@@ -177,10 +178,13 @@ def test_failed_build_keeps_previous_report(
     build_report([PUBLIC_TRACES["rocm"]], out=out)
     before = (out / "report.pdf").read_bytes()
 
-    def broken(html: str) -> bytes:
-        raise RuntimeError("disk full")
+    def broken(html: str) -> Callable[[], bytes]:
+        def pdf() -> bytes:
+            raise RuntimeError("disk full")
 
-    monkeypatch.setattr(build_module, "render_pdf", broken)
+        return pdf
+
+    monkeypatch.setattr(build_module, "start_pdf", broken)
     with pytest.raises(RuntimeError):
         build_report([PUBLIC_TRACES["triton"]], out=out)
     assert (out / "report.pdf").read_bytes() == before

@@ -11,7 +11,6 @@ was cached, say) is stopped when the command ends.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from nprof_report.errors import InputError
 from nprof_report.parse.read.source import open_trace
+from nprof_report.procs import stop
 
 __all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn", "stop"]
 
@@ -118,17 +118,6 @@ def _release(keep: list[subprocess.Popen[bytes]] | None = None) -> None:
         proc = _started.pop()
         if keep is None or proc not in keep:
             stop(proc)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a worker unless it has ended, and close its pipes (a block may be left unsent)."""
-    if proc.poll() is None:
-        proc.kill()
-        proc.wait()
-    for pipe in (proc.stdin, proc.stdout):
-        if pipe is not None:
-            with contextlib.suppress(OSError):
-                pipe.close()
 
 
 atexit.register(_release)

@@ -17,6 +17,7 @@ import click
 
 from nprof_report import __version__, runtime
 from nprof_report.errors import NprofError
+from nprof_report.report.pdf import prestart as prestart_pdf
 from nprof_report.runtime import LEAVE_FAST
 
 # what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
@@ -224,6 +225,7 @@ def build(
     """
     if ray is None:
         runtime.prestart(list(paths))
+    prestart_pdf()  # before the imports below, so that both processes import at once
     from nprof_report.report.build import build_report
 
     for written in build_report(
