@@ -108,6 +108,8 @@ def check(
                         "metric": metric,
                         "what": what,
                         "baseline_medians_us": base_us,
+                        "base_us": rec["base_us"],
+                        "new_us": rec["new_us"],
                         "delta_pct": rec["delta_pct"],
                         "low_pct": rec["low_pct"],
                         "high_pct": rec["high_pct"],

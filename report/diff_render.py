@@ -236,6 +236,49 @@ def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
     )
 
 
+def _gate_view(check: dict[str, Any]) -> dict[str, Any]:
+    """What ``check`` decided, for page 1: the verdict, the rule and one row per result."""
+    k = len(check["baselines"])
+    between = k > 1
+    table = Table(
+        "Checked",
+        [
+            "implementation",
+            "what",
+            "baseline runs' medians (µs)" if between else "BASE (µs)",
+            "NEW (µs)",
+            "change" + (" from their mean" if between else ""),
+            "95 % interval",
+            "result",
+        ],
+        [
+            [
+                r["label"],
+                r["what"],
+                ", ".join(_us(m) for m in r["baseline_medians_us"]),
+                _us(r["new_us"]),
+                _pct(r["delta_pct"]),
+                "–" if r["low_pct"] is None else f"{r['low_pct']:+.1f} % to {r['high_pct']:+.1f} %",
+                "FAILED" if r["failed"] else "passed",
+            ]
+            for r in check["results"]
+        ],
+        "A result fails when even the lower end of its interval exceeds the allowed regression.",
+    )
+    noise = (
+        f"the spread between the {k} baseline runs ({check['noise']})"
+        if between
+        else "the step-to-step interval of each run (Method)"
+    )
+    return {
+        "passed": check["passed"],
+        "between_runs": between,
+        "threshold": f"{check['max_regression_pct']:g}",
+        "noise": noise,
+        "table": table,
+    }
+
+
 def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
     metrics = Table(
         "Per step: median BASE, median NEW, difference",
@@ -331,6 +374,7 @@ def render_html(doc: dict[str, Any]) -> str:
             base=sides["base"]["path"],
             new=sides["new"]["path"],
             pairs=[_pair_view(p, i) for i, p in enumerate(doc["pairs"])],
+            gate=_gate_view(doc["check"]) if "check" in doc else None,
         )
     )
 
@@ -398,7 +442,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         for s in SERIES_WORDS
         for k in ("base", "new", "delta", "low", "high", "exceeds_noise")
     ]
-    return {
+    files = {
         "tables/diff_steps.csv": _csv(
             [
                 "implementation",
@@ -448,6 +492,40 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
             only,
         ),
     }
+    if "check" in doc:
+        check = doc["check"]
+        files["tables/diff_check.csv"] = _csv(
+            [
+                "implementation",
+                "metric",
+                "what",
+                "baseline_medians_us",
+                "base_us",
+                "new_us",
+                "delta_pct",
+                "low_pct",
+                "high_pct",
+                "max_regression_pct",
+                "failed",
+            ],
+            [
+                [
+                    r["label"],
+                    r["metric"],
+                    r["what"],
+                    ";".join(str(m) for m in r["baseline_medians_us"]),
+                    r["base_us"],
+                    r["new_us"],
+                    r["delta_pct"],
+                    r["low_pct"],
+                    r["high_pct"],
+                    check["max_regression_pct"],
+                    r["failed"],
+                ]
+                for r in check["results"]
+            ],
+        )
+    return files
 
 
 def diff_json(doc: dict[str, Any]) -> bytes:

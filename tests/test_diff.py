@@ -231,6 +231,33 @@ def test_every_number_in_the_pdf_is_in_diff_json(planted: dict[str, Any]) -> Non
     _numbers_are_in(text, doc)
 
 
+@pytest.mark.pdf
+def test_the_gate_is_on_page_one(tmp_path: Path) -> None:
+    """check --out with three baselines: page 1 says the gate failed, with the rule and the
+    baseline runs' medians; every number of the PDF is in diff.json; the results in a CSV."""
+    from pypdf import PdfReader
+
+    bases = [_machine(tmp_path, f"b{i}.json", f, 40 + i) for i, f in enumerate((0.95, 1.0, 1.05))]
+    slow = _machine(tmp_path, "slow.json", 1.8, 41)
+    out = tmp_path / "gate"
+    failed, _ = check_regression(
+        slow, bases, max_regression_pct=5.0, metrics=["step", "device"], ops=[], out=out
+    )
+    assert len(failed) == 2
+    doc = json.loads((out / "diff.json").read_text())
+    pages = PdfReader(out / "diff.pdf").pages
+    first = pages[0].extract_text().replace("\n", " ")
+    assert "Regression gate: FAILED." in first
+    assert "spread between the 3 baseline runs" in first
+    medians = doc["check"]["results"][0]["baseline_medians_us"]
+    assert ", ".join(f"{m:.3f}" for m in medians) in first
+    _numbers_are_in("\n".join(p.extract_text() for p in pages), doc)
+    with (out / "tables" / "diff_check.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["failed"] for r in rows] == ["True", "True"]
+    assert float(rows[0]["low_pct"]) == doc["check"]["results"][0]["low_pct"]
+
+
 def _json_numbers(node: Any, strings: list[str]) -> list[float]:
     if isinstance(node, bool) or node is None:
         return []
