@@ -76,28 +76,16 @@ def check(
     results: list[dict[str, Any]] = []
     failures: list[str] = []
     for pair in doc["pairs"]:
-        others = [_partner(d, pair) for d in docs[1:]]
+        others = [(d, _partner(d, pair)) for d in docs[1:]]
         for metric in metrics:
-            targets = _targets(pair, metric, ops, where)
-            other_targets = [
-                dict(_targets(p, metric, ops, d["sides"]["base"]["path"]))
-                for d, p in zip(docs[1:], others)
-            ]
-            for what, rec in targets:
+            for what, rec in _targets(pair, metric, ops, where):
                 if rec is None or rec["delta_pct"] is None:
                     raise InputError(
                         where,
                         f"{pair['label']}: no {what} in BASE to compare (--metric {metric})",
                     )
-                base_us = [rec["base_us"]]
+                base_us = [rec["base_us"], *_other_medians(others, metric, ops, what)]
                 if others:
-                    for d, found in zip(docs[1:], other_targets):
-                        other = found.get(what)
-                        if other is None or other["base_us"] is None:
-                            raise InputError(
-                                d["sides"]["base"]["path"], f"{pair['label']}: no {what} to compare"
-                            )
-                        base_us.append(other["base_us"])
                     rec = difference_record(between_runs(base_us, rec["new_us"]))
                     assert rec is not None
                 bound = rec["low_pct"] if rec["low_pct"] is not None else rec["delta_pct"]
@@ -131,6 +119,20 @@ def check(
         "passed": not failures,
     }
     return failures
+
+
+def _other_medians(
+    others: list[tuple[dict[str, Any], dict[str, Any]]], metric: str, ops: list[str], what: str
+) -> list[float]:
+    """BASE's median of ``what`` in each further baseline's (document, pair)."""
+    medians = []
+    for d, pair in others:
+        where = d["sides"]["base"]["path"]
+        rec = dict(_targets(pair, metric, ops, where)).get(what)
+        if rec is None or rec["base_us"] is None:
+            raise InputError(where, f"{pair['label']}: no {what} to compare")
+        medians.append(rec["base_us"])
+    return medians
 
 
 def _partner(doc: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:

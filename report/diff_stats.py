@@ -113,7 +113,7 @@ def between_runs(base_medians: list[float], new: float) -> Difference:
     (https://bencher.dev/docs/explanation/thresholds/). The difference is NEW's median minus the
     baseline runs' mean; its interval is that prediction interval around it.
     """
-    from scipy.special import stdtrit  # only with several baselines: its import takes ~0.4 s
+    from scipy.special import stdtrit  # only with several baselines: its import took 0.7-0.8 s
 
     k = len(base_medians)
     if k < 2:

@@ -17,7 +17,6 @@ import click
 
 from nprof_report import __version__, runtime
 from nprof_report.errors import NprofError
-from nprof_report.report.pdf import prestart as prestart_pdf
 from nprof_report.runtime import LEAVE_FAST
 
 # what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
@@ -225,6 +224,8 @@ def build(
     """
     if ray is None:
         runtime.prestart(list(paths))
+    from nprof_report.report.pdf import prestart as prestart_pdf  # light: no WeasyPrint here
+
     prestart_pdf()  # before the imports below, so that both processes import at once
     from nprof_report.report.build import build_report
 
