@@ -13,10 +13,9 @@ import gc
 import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import orjson
 
 from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
@@ -24,7 +23,8 @@ from nprof_report.report.jobs import Engine, report_job, run_jobs
 from nprof_report.report.model import ReportModel, build_model
 from nprof_report.report.pdf import prestart as prestart_pdf
 from nprof_report.report.pdf import start_pdf
-from nprof_report.report.publish import publish
+from nprof_report.report.publish import Content, Streamed, publish
+from nprof_report.report.records import json_pieces
 from nprof_report.report.render import render_html
 from nprof_report.report.summary_types import Summary
 from nprof_report.report.sweep import summarise
@@ -165,32 +165,36 @@ def convert_neuron_traces(sources: list[Source]) -> list[str]:
     return messages
 
 
-def _csv_bytes(table: Table) -> bytes:
+_CSV_PIECE = 1 << 20
+
+
+def _csv_pieces(table: Table) -> Iterator[bytes]:
+    """The table's CSV file in pieces of about :data:`_CSV_PIECE` characters."""
     buf = io.StringIO(newline="")
     writer = csv.writer(buf)
     writer.writerow(table.columns)
-    writer.writerows(table.raw_rows)
-    return buf.getvalue().encode("utf-8")
+    for row in table.raw_rows:
+        writer.writerow(row)
+        if buf.tell() > _CSV_PIECE:
+            yield buf.getvalue().encode("utf-8")
+            buf.seek(0)
+            buf.truncate()
+    yield buf.getvalue().encode("utf-8")
 
 
-def _data_files(summary: Summary, tables: list[Table]) -> dict[str, bytes]:
-    """``summary.json`` and the CSV tables, by path relative to the output folder."""
-    # the newline appended by orjson: `+ b"\n"` copied the whole document (185 MB for a trace of
-    # 100,000 op names) at the build's peak of memory
-    newline = orjson.OPT_APPEND_NEWLINE
-    files = {
-        "summary.json": orjson.dumps(
-            summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | newline
-        )
-    }
+def _data_files(summary: Summary, tables: list[Table]) -> dict[str, Streamed]:
+    """``summary.json`` and the CSV tables, by path relative to the output folder, each written
+    a piece at a time as it is made (the summary's long lists are columns until then:
+    :mod:`.records`)."""
+    files = {"summary.json": Streamed(lambda: json_pieces(summary))}
     for table in sorted(tables, key=lambda t: t.csv):
-        files[f"tables/{table.csv}"] = _csv_bytes(table)
+        files[f"tables/{table.csv}"] = Streamed(partial(_csv_pieces, table))
     return files
 
 
 def _report_files(
-    html: str, pdf: bytes | Callable[[], bytes], data: dict[str, bytes]
-) -> dict[str, bytes | Callable[[], bytes]]:
+    html: str, pdf: bytes | Callable[[], bytes], data: dict[str, Streamed]
+) -> dict[str, Content]:
     """The report's own files, by path relative to the output folder, in the order printed
     (``pdf``: the PDF, or what waits for it)."""
     return {"report.html": html.encode("utf-8"), "report.pdf": pdf, **data}

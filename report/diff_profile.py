@@ -19,6 +19,7 @@ dispatch, runtime calls, waiting on the device, outside ops).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.breakdown import merge_intervals
+from nprof_report.report.records import Records
 from nprof_report.report.summary_types import DiffProfile
 
 PARTS = (
@@ -61,8 +63,9 @@ def _counts_as_context(cls: str, name: str) -> bool:
     return cls == "python" and name.startswith("nn.Module:")
 
 
-def op_paths(ops: pl.DataFrame) -> tuple[dict[int, int], list[tuple[int, str, str]]]:
-    """Each op or scope's path id, and the paths as ``(parent path id or -1, name, kind)``.
+def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
+    """Each op or scope's path id (``event_id``, ``path``), and the paths as ``(parent path id
+    or -1, name, kind)``.
 
     Paths are interned: a path is its parent path plus a name, so memory stays one entry per
     distinct path however deep the nesting.
@@ -73,7 +76,8 @@ def op_paths(ops: pl.DataFrame) -> tuple[dict[int, int], list[tuple[int, str, st
     chain: dict[int, int] = {}  # event -> path id of the innermost context at or above it
     ids: dict[tuple[int, str], int] = {}
     paths: list[tuple[int, str, str]] = []
-    of_event: dict[int, int] = {}
+    events: list[int] = []
+    path_ids: list[int] = []
     for eid, parent, cls, name in order.iter_rows():
         above = chain.get(parent, -1) if parent is not None else -1
         if not _counts_as_context(cls, name):
@@ -86,7 +90,11 @@ def op_paths(ops: pl.DataFrame) -> tuple[dict[int, int], list[tuple[int, str, st
             paths.append((above, name, "module" if cls == "python" else cls))
         chain[eid] = pid
         if cls != "python":
-            of_event[eid] = pid
+            events.append(eid)
+            path_ids.append(pid)
+    of_event = pl.DataFrame(
+        {"event_id": events, "path": path_ids}, schema={"event_id": pl.Int64, "path": pl.Int64}
+    )
     return of_event, paths
 
 
@@ -152,38 +160,28 @@ def _us(values: list[int]) -> list[float]:
 
 def op_series(
     frames: TraceFrames, extra_device_ns: dict[int, int], steps: list[int]
-) -> list[dict[str, Any]]:
+) -> Sequence[dict[str, Any]]:
     """Per op path: its name, context, kind, kernels and one value per step of each series."""
-    of_event, paths = op_paths(frames.ops)
-    if not of_event:
+    ev, paths = op_paths(frames.ops)
+    if ev.is_empty():
         return []
-    ev = pl.DataFrame(
-        {"event_id": list(of_event), "path": list(of_event.values())},
-        schema={"event_id": pl.Int64, "path": pl.Int64},
-    )
     ops = frames.ops.select("event_id", "parent_id", "step", "self_ns", "dur_ns").join(
         ev, on="event_id"
     )
     ops = ops.filter(pl.col("step").is_not_null())
     dev = _device_rows(frames, extra_device_ns)
-    parent_of = dict(zip(frames.ops["event_id"].to_list(), frames.ops["parent_id"].to_list()))
-    # device total: each activity counts for the op that launched it and every op around it
-    up_ids: list[int] = []
-    up_ns: list[int] = []
-    for eid, ns in zip(dev["event_id"].to_list(), dev["dev_ns"].to_list()):
-        cur: int | None = eid
-        while cur is not None:
-            if cur in of_event:
-                up_ids.append(cur)
-                up_ns.append(ns)
-            cur = parent_of.get(cur)
-    total = (
-        pl.DataFrame(
-            {"event_id": up_ids, "ns": up_ns}, schema={"event_id": pl.Int64, "ns": pl.Int64}
+    # device total: each activity counts for the op that launched it and every op around it,
+    # one level of ancestors a join (Python dicts of every op and its parent took 30 MB for a
+    # trace of 100,000 op names)
+    parent = frames.ops.select("event_id", "parent_id").filter(pl.col("parent_id").is_not_null())
+    level = dev.select("event_id", "dev_ns")
+    around = [level.join(ev, on="event_id", how="semi")]
+    while not level.is_empty():
+        level = level.join(parent, on="event_id").select(
+            pl.col("parent_id").alias("event_id"), "dev_ns"
         )
-        .group_by("event_id")
-        .agg(device_total_ns=pl.col("ns").sum())
-    )
+        around.append(level.join(ev, on="event_id", how="semi"))
+    total = pl.concat(around).group_by("event_id").agg(device_total_ns=pl.col("dev_ns").sum())
     self_dev = dev.group_by("event_id").agg(device_self_ns=pl.col("dev_ns").sum())
     launch = _launches(frames)
     per_event = (
@@ -207,9 +205,8 @@ def op_series(
     kernels = (
         dev.join(ops.select("event_id", "path"), on="event_id")
         .group_by("path")
-        .agg(pl.col("kernel").unique().sort())
+        .agg(pl.col("kernel").unique().sort().head(MAX_KERNEL_NAMES))
     )
-    kernels_of = dict(zip(kernels["path"].to_list(), kernels["kernel"].to_list()))
     if per_step.is_empty():
         return []
     # one row per path, one column per step, filled in one assignment per series
@@ -219,39 +216,70 @@ def op_series(
         ),
         on="step",
     ).with_columns(row=pl.col("path").rank("dense").cast(pl.Int64) - 1)
-    path_of_row = per_step.group_by("row").agg(pl.col("path").first()).sort("row")["path"].to_list()
+    path_of_row = (
+        per_step.group_by("row")
+        .agg(pl.col("path").first())
+        .sort("row")
+        .join(kernels, on="path", how="left", maintain_order="left")
+    )
     rows, cols = per_step["row"].to_numpy(), per_step["col"].to_numpy()
-    shape = (len(path_of_row), len(steps))
+    shape = (path_of_row.height, len(steps))
     table: dict[str, np.ndarray] = {}
     for k in OP_SERIES:
         column = k if k == "calls" else k[:-3] + "_ns"
         table[k] = np.zeros(shape, dtype=np.int64)
         table[k][rows, cols] = per_step[column].to_numpy()
-    latency = np.full(shape, np.nan)
-    latency[rows, cols] = per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-    # whole tables into lists at once: a NumPy call per row and series took 1.3 s of 100,000 ops
-    # ns / 1000 is already the nearest double to the three-decimal µs figure
-    series = {"calls": table["calls"].tolist()} | {
-        k: (table[k] / 1000).tolist() for k in OP_SERIES[1:]
-    }
-    launch_us = [
-        [None if v != v else round(v / 1000, 3) for v in values] for values in latency.tolist()
-    ]
-    records = []
-    for row, pid in enumerate(path_of_row):
-        names = _names(paths, pid)
-        records.append(
+    table["launch_us"] = np.full(shape, np.nan)
+    table["launch_us"][rows, cols] = (
+        per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
+    )
+    names = [_names(paths, pid) for pid in path_of_row["path"]]
+    kinds = [paths[pid][2] for pid in path_of_row["path"]]
+    return OpSeries(names, kinds, path_of_row["kernel"], table)
+
+
+class OpSeries(Records[dict[str, Any]]):
+    """Per op path, sorted by context and name: its name, context, kind, kernels and one value
+    per step of each series (``OP_SERIES``, ``launch_us``), made from NumPy tables (path x step)
+    a chunk of paths at a time (:mod:`.records`)."""
+
+    def __init__(
+        self,
+        names: list[list[str]],
+        kinds: list[str],
+        kernels: pl.Series,
+        table: dict[str, np.ndarray],
+    ) -> None:
+        super().__init__(len(names))
+        order = sorted(range(len(names)), key=lambda r: (names[r][:-1], names[r][-1]))
+        self._names = [names[r] for r in order]
+        self._kinds = [kinds[r] for r in order]
+        self._kernels = kernels.gather(order)  # a list of names per path; null: none
+        self._table = {k: v[order] for k, v in table.items()}
+
+    def make(self, start: int, stop: int) -> list[dict[str, Any]]:
+        # whole tables into lists at once: a NumPy call per row and series took 1.3 s of
+        # 100,000 ops; ns / 1000 is already the nearest double to the three-decimal µs figure
+        part = {k: v[start:stop] for k, v in self._table.items()}
+        series = {"calls": part["calls"].tolist()} | {
+            k: (part[k] / 1000).tolist() for k in OP_SERIES[1:]
+        }
+        launch_us = [
+            [None if v != v else round(v / 1000, 3) for v in values]
+            for values in part["launch_us"].tolist()
+        ]
+        kernels = self._kernels.slice(start, stop - start).to_list()
+        return [
             {
-                "name": names[-1],
-                "context": names[:-1],
-                "kind": paths[pid][2],
-                "kernels": kernels_of.get(pid, [])[:MAX_KERNEL_NAMES],
-                **{k: series[k][row] for k in OP_SERIES},
-                "launch_us": launch_us[row],
+                "name": self._names[start + i][-1],
+                "context": self._names[start + i][:-1],
+                "kind": self._kinds[start + i],
+                "kernels": kernels[i] or [],
+                **{k: series[k][i] for k in OP_SERIES},
+                "launch_us": launch_us[i],
             }
-        )
-    records.sort(key=lambda r: (r["context"], r["name"]))
-    return records
+            for i in range(stop - start)
+        ]
 
 
 def step_parts(

@@ -15,7 +15,6 @@ from importlib import resources
 from typing import Any
 
 import matplotlib.pyplot as plt
-import orjson
 
 from nprof_report.report.charts import _RC, _svg
 from nprof_report.report.diff_compare import (
@@ -26,6 +25,7 @@ from nprof_report.report.diff_compare import (
 )
 from nprof_report.report.diff_compare import METRIC_WORDS as STEP_WORDS
 from nprof_report.report.pdf import render_pdf
+from nprof_report.report.records import json_pieces
 from nprof_report.report.render import environment
 
 
@@ -530,7 +530,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
 
 def diff_json(doc: dict[str, Any]) -> bytes:
     """``diff.json``'s bytes (keys sorted, indented)."""
-    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    return b"".join(json_pieces(doc))
 
 
 def diff_files(doc: dict[str, Any], *, pdf: bool = True) -> dict[str, bytes]:

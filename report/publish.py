@@ -29,7 +29,8 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -45,17 +46,27 @@ LOCK_WAIT_S = 120.0
 _TMP = re.compile(r"^\..+\.nprof-(\d+)\.tmp$")
 
 
-def publish(
-    out: Path, files: Mapping[str, bytes | Callable[[], bytes]], *, kind: str = "report"
-) -> list[Path]:
+@dataclass(frozen=True)
+class Streamed:
+    """A file's content written in pieces as they are made (``summary.json`` of a trace of
+    100,000 op names is 185 MB: never held whole)."""
+
+    pieces: Callable[[], Iterable[bytes]]
+
+
+Content = bytes | Streamed | Callable[[], bytes]
+"""A file's content: its bytes, its pieces, or a function that returns its bytes."""
+
+
+def publish(out: Path, files: Mapping[str, Content], *, kind: str = "report") -> list[Path]:
     """Write ``files`` (path relative to ``out`` -> content) into ``out``; return their paths.
 
     Only the named files are created or replaced; stale files of the previous output of the same
     ``kind`` are removed as the module docstring says. Each kind keeps its own record
     (``.nprof-<kind>.json``), so a diff written beside a report never takes the report's files
     for its own stale ones. A content may be a function that returns it (the PDF, made by
-    another process meanwhile): those are called, and written, after the others; one that
-    raises leaves every file as it was.
+    another process meanwhile): those are called, and written, after the others; or
+    :class:`Streamed`, written a piece at a time. One that raises leaves every file as it was.
     """
     record_name = RECORD_NAME.format(kind=kind)
     out = out.absolute()
@@ -72,14 +83,13 @@ def publish(
             try:
                 for rel in sorted(files, key=lambda rel: callable(files[rel])):
                     content = files[rel]
-                    data = content() if callable(content) else content
-                    record[rel] = hashlib.sha256(data).hexdigest()
                     dest = out / rel
                     dest.parent.mkdir(exist_ok=True)
                     if dest.is_dir() or (dest.is_symlink() and not dest.exists()):
                         raise InputError(dest, "is in the way of the report (not a regular file)")
                     try:
-                        temps.append((_write_temp(dest, data), dest))
+                        tmp, record[rel] = _write_temp(dest, _pieces(content))
+                        temps.append((tmp, dest))
                     except OSError as exc:  # named by the user's path, not the temporary one
                         raise InputError(dest, f"cannot write the report: {_reason(exc)}") from exc
                 for tmp, dest in temps:
@@ -132,17 +142,27 @@ def _locked(out: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _write_temp(dest: Path, data: bytes) -> Path:
-    """Write ``data`` to a new temporary file beside ``dest``, flushed to disk."""
+def _pieces(content: Content) -> Iterable[bytes]:
+    if isinstance(content, Streamed):
+        return content.pieces()
+    return [content() if callable(content) else content]
+
+
+def _write_temp(dest: Path, pieces: Iterable[bytes]) -> tuple[Path, str]:
+    """Write ``pieces`` to a new temporary file beside ``dest``, flushed to disk; the file and
+    the sha256 of what was written."""
     tmp = dest.with_name(f".{dest.name}.nprof-{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     except FileExistsError:  # left by a process of ours that had this pid
         tmp.unlink()
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    digest = hashlib.sha256()
     try:
         with os.fdopen(fd, "wb", closefd=False) as fh:
-            fh.write(data)
+            for piece in pieces:
+                digest.update(piece)
+                fh.write(piece)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
@@ -152,7 +172,7 @@ def _write_temp(dest: Path, data: bytes) -> Path:
     os.close(fd)
     # the report's files are readable by others, as files a user writes are (umask permitting)
     os.chmod(tmp, 0o666 & ~_umask())
-    return tmp
+    return tmp, digest.hexdigest()
 
 
 def _umask() -> int:
@@ -215,4 +235,5 @@ def _remove_stale(
 
 def _write_record(dest: Path, files: dict[str, str]) -> None:
     record = {"format": RECORD_FORMAT, "format_version": RECORD_VERSION, "files": files}
-    os.replace(_write_temp(dest, orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"), dest)
+    tmp, _ = _write_temp(dest, [orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n"])
+    os.replace(tmp, dest)

@@ -12,6 +12,7 @@ All times are microseconds (``_us``) unless the key says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 if TYPE_CHECKING:  # typing.NotRequired is 3.11+; only mypy reads these annotations
@@ -260,7 +261,7 @@ class DiffProfile(TypedDict):
     steps: list[int]
     step_us: list[float]
     parts_us: dict[str, list[float]]
-    ops: list[dict[str, Any]]
+    ops: Sequence[dict[str, Any]]  # a list, or .records.Records until written
 
 
 class ImplementationRecord(TypedDict):
@@ -273,8 +274,8 @@ class ImplementationRecord(TypedDict):
     headline: Headline
     step_time_us: StepTime | None
     steps: list[StepRow]
-    top_ops: list[TopOpRow]
-    key_averages: list[KeyAverageRow]
+    top_ops: Sequence[TopOpRow]  # a list, or .records.FrameRecords until written
+    key_averages: Sequence[KeyAverageRow]
     median_step: MedianStep | None
     dispatch_samples_us: list[float]
     gaps: Gaps

@@ -108,8 +108,9 @@ def make_table(
     left_out = max(len(records) - MAX_ROWS, 0)
     if left_out:
         if rank is not None:
-            keep = heapq.nlargest(MAX_ROWS, range(len(records)), key=lambda k: rank[1](records[k]))
-            shown_records = [records[k] for k in sorted(keep)]
+            # one pass over the records (they may be made as they are read: .records)
+            keep = heapq.nlargest(MAX_ROWS, enumerate(records), key=lambda kr: rank[1](kr[1]))
+            shown_records = [r for _, r in sorted(keep, key=lambda kr: kr[0])]
             which = f"{MAX_ROWS} of {len(records):,} rows, those with the most {rank[0]}"
         else:
             shown_records = records[:MAX_ROWS]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
 from nprof_report.report import summary_types
+from nprof_report.report.records import Records
 from nprof_report.report.summary_types import Summary
 
 # summary_types imports NotRequired for mypy only
@@ -32,8 +34,8 @@ def problems(value: Any, tp: Any, where: str = "summary") -> list[str]:
         return [] if value is None else [f"{where}: {value!r} is not None"]
     if typing.is_typeddict(tp):
         return _typed_dict(value, tp, where)
-    if origin is list:
-        if not isinstance(value, list):
+    if origin is list or origin is Sequence:  # a Sequence: a list, or Records until written
+        if not isinstance(value, list if origin is list else (list, Records)):
             return [f"{where}: {type(value).__name__} is not a list"]
         (item,) = get_args(tp)
         return [p for k, v in enumerate(value) for p in problems(v, item, f"{where}[{k}]")]

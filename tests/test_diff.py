@@ -21,6 +21,7 @@ import pytest
 from nprof_report.errors import InputError
 from nprof_report.report.diff_build import check_regression, compare, diff_report
 from nprof_report.report.diff_check import check, parse_threshold
+from nprof_report.report.diff_render import diff_json
 from nprof_report.report.diff_stats import between_runs, difference
 from tests.conftest import NEURON
 from tests.diff_traces import model, write_trace
@@ -326,7 +327,7 @@ def test_stored_summary_baseline_compares_like_the_traces(cpu_report: Path) -> N
 
 def test_stored_diff_json_baseline_is_its_new_side(planted: dict[str, Any], tmp_path: Path) -> None:
     stored = tmp_path / "diff.json"
-    stored.write_text(json.dumps(planted["doc"]))
+    stored.write_bytes(diff_json(planted["doc"]))
     doc = compare(stored, planted["new"])
     pair = doc["pairs"][0]
     assert pair["metrics"]["step"]["delta_us"] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ from click.testing import CliRunner
 from nprof_report.cli import cli
 from nprof_report.errors import InputError
 from nprof_report.report import publish as publish_mod
-from nprof_report.report.publish import RECORD_NAME, publish
+from nprof_report.report.publish import RECORD_NAME, Streamed, publish
 
 from .conftest import PUBLIC_TRACES
 
@@ -288,3 +289,33 @@ def test_a_content_given_as_a_function_is_written_last_and_its_failure_changes_n
         publish(out, {"b.pdf": failed, "a.txt": b"other"})
     assert _tree(out) == before  # and no temporary file left
     assert sorted(p.name for p in out.iterdir()) == sorted(before)
+
+
+def test_a_streamed_content_is_written_in_pieces_and_its_failure_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    publish(out, {"summary.json": b"old", "tables/t.csv": b"old csv"})
+    before = _tree(out)
+    record = (out / REPORT_RECORD).read_bytes()
+
+    def pieces() -> Iterator[bytes]:
+        yield b"a,b\n"
+        yield b"1,2\n"
+
+    publish(out, {"summary.json": b"new", "tables/t.csv": Streamed(pieces)})
+    assert (out / "tables" / "t.csv").read_bytes() == b"a,b\n1,2\n"
+    # the record holds the sha256 of what was streamed, so the next build knows the file
+    assert hashlib.sha256(b"a,b\n1,2\n").hexdigest() in (out / REPORT_RECORD).read_text()
+
+    publish(out, {"summary.json": b"old", "tables/t.csv": b"old csv"})
+    assert _tree(out) == before and (out / REPORT_RECORD).read_bytes() == record
+
+    def broken() -> Iterator[bytes]:
+        yield b"a,b\n"
+        raise RuntimeError("a record that cannot be made")
+
+    with pytest.raises(RuntimeError):
+        publish(out, {"summary.json": b"new", "tables/t.csv": Streamed(broken)})
+    assert _tree(out) == before  # the half-written CSV and the new summary went nowhere
+    assert sorted(p.name for p in (out / "tables").iterdir()) == ["t.csv"]

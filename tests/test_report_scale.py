@@ -94,7 +94,6 @@ def test_100000_distinct_names_build_in_bounded_time_and_memory(tmp_path: Path) 
     out = tmp_path / "report"
     # one build, under the time bound, whose peak memory is measured
     build = _peak_mib(["build", str(trace), "--out", str(out), "--no-cache"])
-    summary_bytes = (out / "summary.json").stat().st_size
     summary = json.loads((out / "summary.json").read_text())
     key_averages = summary["implementations"][0]["key_averages"]
     assert len(key_averages) > 100_000  # every op, its kernel, the launches, the steps
@@ -105,12 +104,12 @@ def test_100000_distinct_names_build_in_bounded_time_and_memory(tmp_path: Path) 
     assert max(bodies) == MAX_ROWS
     notes = " ".join("".join(p.itertext()) for p in doc.iter(f"{NS}p") if p.get("class") == "note")
     assert f"the other {len(key_averages) - MAX_ROWS:,} are in many-key-averages.csv" in notes
-    # the report's own memory is bounded: build's peak is ops' peak plus what WeasyPrint,
-    # matplotlib and the report's documents take on a small trace (256 MiB), plus summary.json
-    # held as Python objects (a few times its 185 MB here: every op keeps its records in it),
-    # not 6.6 GB as before the bounded tables
+    # the report keeps within the memory `ops` takes on the same trace (plus what matplotlib,
+    # Jinja and the report's modules take on any trace: about 45 MiB on the RMSNorm run): the
+    # summary's 300,000 records stay columns until summary.json and the CSVs are written, a
+    # chunk at a time. Before: 909-945 MiB against ops' 410 (2026-12-02), 6.6 GB in the issue.
     ops = _peak_mib(["ops", str(trace), "--no-cache"])
-    assert build <= ops + 256 + 3 * summary_bytes / 2**20, (build, ops, summary_bytes)
+    assert build <= ops + 64, (build, ops)
 
 
 def _boxes(box: Any) -> Any:
