@@ -14,6 +14,7 @@ from typing import Any
 from nprof_report.report.columns import KEY_AVERAGES_COLUMNS, RANKS_COLUMNS
 from nprof_report.report.model import Chart
 from nprof_report.report.rankcharts import step_heatmap
+from nprof_report.report.records import Tagged
 from nprof_report.report.summary_types import Summary
 from nprof_report.report.tables import Col, Table, as_text, as_us, make_table
 
@@ -90,7 +91,8 @@ def ranks_section(summary: Summary) -> RanksSection | None:
         "key_averages() per rank",
         "ranks-key-averages.csv",
         [("rank", "rank", as_text)] + [(c.key, c.key, as_text) for c in KEY_AVERAGES_COLUMNS],
-        [{"rank": row["rank"], **op} for row in rows for op in impls[row["label"]]["key_averages"]],
+        # made as they are written: every rank's rows (a rank may have 100,000 names)
+        Tagged("rank", [(row["rank"], impls[row["label"]]["key_averages"]) for row in rows]),
     )
     chart = Chart(
         "Step time per rank and step",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -84,6 +84,26 @@ class FrameRecords(Records[Any]):
         names = part.columns
         # a column at a time: 0.45 s less than row dicts for 200,000 rows
         return [dict(zip(names, row)) for row in zip(*(c.to_list() for c in part.get_columns()))]
+
+
+class Tagged(Records[dict[str, Any]]):
+    """The records of several sequences one after the other, each record with ``key`` set to
+    its sequence's tag first (every rank's key_averages rows, each with its rank)."""
+
+    def __init__(self, key: str, parts: list[tuple[Any, Sequence[Mapping[str, Any]]]]) -> None:
+        super().__init__(sum(len(p) for _, p in parts))
+        self._key = key
+        self._parts = parts
+
+    def make(self, start: int, stop: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        offset = 0
+        for tag, part in self._parts:
+            lo, hi = max(start - offset, 0), min(stop - offset, len(part))
+            if lo < hi:
+                out += ({self._key: tag, **r} for r in part[lo:hi])
+            offset += len(part)
+        return out
 
 
 def round_as_python(column: pl.Series, ndigits: int) -> pl.Series:

@@ -149,3 +149,16 @@ def test_rounding_differs_from_polars_own_where_python_is_the_reference() -> Non
     column = pl.Series("x", [1.0005, 0.1235, 2.0005])
     assert records.round_as_python(column, 3).to_list() == [1.0, 0.123, 2.001]
     assert column.round(3).to_list() != [1.0, 0.123, 2.001]
+
+
+@pytest.mark.parametrize("lengths", [[3, 0, 4], [0, 0], [5], [1, 1, 1]])
+def test_tagged_records_are_the_parts_one_after_the_other(
+    monkeypatch: pytest.MonkeyPatch, lengths: list[int]
+) -> None:
+    monkeypatch.setattr(records, "CHUNK", 2)
+    parts = [(f"r{k}", ListRecords([{"n": i} for i in range(n)])) for k, n in enumerate(lengths)]
+    expected = [{"rank": tag, **r} for tag, p in parts for r in p.items]
+    tagged = records.Tagged("rank", [(tag, p) for tag, p in parts])
+    assert list(tagged) == expected and len(tagged) == len(expected)
+    assert [tagged[i] for i in range(len(expected))] == expected
+    assert tagged[1:5] == expected[1:5]
