@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
@@ -33,9 +34,9 @@ class Records(Sequence[T]):
     def __init__(self, n: int) -> None:
         self._n = n
 
+    @abstractmethod
     def make(self, start: int, stop: int) -> list[T]:
         """Records ``start`` to ``stop`` (``0 <= start <= stop <= len``)."""
-        raise NotImplementedError
 
     def __len__(self) -> int:
         return self._n
