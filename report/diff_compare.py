@@ -33,6 +33,7 @@ from nprof_report.report.diff_stats import (
     RESAMPLES,
     Difference,
     difference,
+    differences,
 )
 from nprof_report.report.summary_types import DiffProfile, SideImplementation
 
@@ -175,18 +176,25 @@ def align_ops(
     b_ops = {_key(o): o for o in base["ops"]}
     n_ops = {_key(o): o for o in new["ops"]}
     floor = base_step_us * MOVED_MIN_SHARE_PCT / 100
-    aligned = []
-    for key in b_ops.keys() & n_ops.keys():
-        b, n = b_ops[key], n_ops[key]
-        series = {
-            s: difference_record(
-                difference(
-                    [v for v in b[s] if v is not None],
-                    [v for v in n[s] if v is not None],
+    keys = list(b_ops.keys() & n_ops.keys())
+    names = (*OP_SERIES[1:], "launch_us")
+    # every op's series at once: the bootstrap resamples them in blocks (diff_stats.differences)
+    found = iter(
+        differences(
+            [
+                (
+                    [v for v in b_ops[key][s] if v is not None],
+                    [v for v in n_ops[key][s] if v is not None],
                 )
-            )
-            for s in (*OP_SERIES[1:], "launch_us")
-        }
+                for key in keys
+                for s in names
+            ]
+        )
+    )
+    aligned = []
+    for key in keys:
+        b, n = b_ops[key], n_ops[key]
+        series = {s: difference_record(next(found)) for s in names}
         calls_b, calls_n = _median(b["calls"]), _median(n["calls"])
         series["calls"] = {
             "base": calls_b,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,6 +83,57 @@ def difference(base: list[float], new: list[float]) -> Difference | None:
     tail = (100 - CONFIDENCE) / 2
     low, high = np.percentile(n_boot - b_boot, [tail, 100 - tail])
     return Difference(b_med, n_med, float(low), float(high))
+
+
+def differences(pairs: Sequence[tuple[list[float], list[float]]]) -> list[Difference | None]:
+    """:func:`difference` of each ``(base, new)`` pair, the same numbers, for many pairs at once.
+
+    The generator is seeded afresh for each pair, so every pair whose sides have the same sizes
+    is resampled with the same indices: those pairs are resampled together, a block at a time
+    (one NumPy call per block instead of several per pair: 100,000 ops' series took 200 s one by
+    one). ``tests/test_diff_stats.py`` holds the two functions to the same bits.
+    """
+    out: list[Difference | None] = [None] * len(pairs)
+    by_size: dict[tuple[int, int], list[int]] = {}
+    for i, (base, new) in enumerate(pairs):
+        sizes = (len(base), len(new))
+        if min(sizes) < MIN_STEPS or max(sizes) > MAX_BOOTSTRAP_STEPS:
+            out[i] = difference(base, new)
+        else:
+            by_size.setdefault(sizes, []).append(i)
+    tail = (100 - CONFIDENCE) / 2
+    for (nb, nn), members in by_size.items():
+        rng = np.random.default_rng(SEED)
+        b_idx = rng.integers(0, nb, (RESAMPLES, nb))
+        n_idx = rng.integers(0, nn, (RESAMPLES, nn))
+        block = max(1, _BLOCK_VALUES // (RESAMPLES * max(nb, nn)))
+        for first in range(0, len(members), block):
+            ids = members[first : first + block]
+            b = np.array([pairs[i][0] for i in ids], dtype=float)
+            n = np.array([pairs[i][1] for i in ids], dtype=float)
+            b_boot, n_boot = _medians(b[:, b_idx]), _medians(n[:, n_idx])
+            lows, highs = np.percentile(n_boot - b_boot, [tail, 100 - tail], axis=1)
+            for i, low, high in zip(ids, lows.tolist(), highs.tolist()):
+                base, new = pairs[i]
+                out[i] = Difference(statistics.median(base), statistics.median(new), low, high)
+    return out
+
+
+def _medians(resampled: np.ndarray) -> np.ndarray:
+    """``np.median(resampled, axis=-1)``, the same values: sorting the few values of each resample
+    took a quarter of the time ``np.median``'s partition does (which also checks for NaN; none
+    comes from JSON, and any NaN goes to ``np.median`` itself)."""
+    if np.isnan(resampled).any():
+        return np.median(resampled, axis=-1)  # type: ignore[no-any-return]
+    ordered = np.sort(resampled, axis=-1)
+    half = ordered.shape[-1] // 2
+    if ordered.shape[-1] % 2:
+        return ordered[..., half]
+    return (ordered[..., half - 1] + ordered[..., half]) / 2  # type: ignore[no-any-return]
+
+
+_BLOCK_VALUES = 1 << 22
+"""Resampled values held at a time by :func:`differences` (32 MB)."""
 
 
 def _median_se(values: list[float]) -> float:

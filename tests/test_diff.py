@@ -17,12 +17,15 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nprof_report.errors import InputError
+from nprof_report.report import diff_stats
 from nprof_report.report.diff_build import check_regression, compare, diff_report
 from nprof_report.report.diff_check import check, parse_threshold
 from nprof_report.report.diff_render import diff_json
-from nprof_report.report.diff_stats import between_runs, difference
+from nprof_report.report.diff_stats import between_runs, difference, differences
 from tests.conftest import NEURON
 from tests.diff_traces import model, write_trace
 
@@ -204,6 +207,35 @@ def test_difference_medians_and_small_samples() -> None:
     small = difference([1.0, 2.0], [5.0, 6.0, 7.0])
     assert small is not None and small.low is None and small.exceeds_noise is None
     assert difference([], [1.0]) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.floats(-1e6, 1e6), max_size=7),
+            st.lists(st.floats(-1e6, 1e6), max_size=7),
+        ),
+        max_size=12,
+    ),
+    st.integers(1, 40),
+)
+def test_many_differences_at_once_are_each_difference(
+    pairs: list[tuple[list[float], list[float]]], block: int
+) -> None:
+    """The batched bootstrap gives each pair's own interval, to the bit, whatever the block."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(diff_stats, "_BLOCK_VALUES", block * diff_stats.RESAMPLES * 7)
+        assert differences(pairs) == [difference(b, n) for b, n in pairs]
+
+
+def test_large_and_mixed_samples_at_once() -> None:
+    rng = random.Random(3)
+    pairs = [
+        ([rng.random() for _ in range(nb)], [rng.random() for _ in range(nn)])
+        for nb, nn in [(5, 5), (1200, 5), (0, 4), (5, 5), (2, 9), (30, 31), (5, 5)]
+    ]
+    assert differences(pairs) == [difference(b, n) for b, n in pairs]
 
 
 @pytest.mark.pdf
