@@ -121,7 +121,9 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
 def measure(paths: list[Path], repeats: int, out: Path | None) -> dict[str, Any]:
     """Stage medians (seconds) and peak memory after each stage of the first repeat (MiB)."""
     t0 = time.perf_counter()
-    import weasyprint  # noqa: F401  (imported lazily by the build; timed here)
+    from nprof_report.report.pdf import import_weasyprint
+
+    import_weasyprint()  # (imported lazily by the build's PDF worker; timed here)
 
     from nprof_report.report import build  # noqa: F401  (polars, matplotlib, jinja2)
 

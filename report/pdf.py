@@ -47,7 +47,7 @@ from typing import IO, Any
 
 from nprof_report.procs import stop
 
-__all__ = ["layout_pdf", "prestart", "render_pdf", "start_pdf"]
+__all__ = ["import_weasyprint", "layout_pdf", "prestart", "render_pdf", "start_pdf"]
 
 _WORKER = [sys.executable, "-m", "nprof_report.report.pdf"]
 _LENGTH = struct.Struct("<Q")
@@ -70,8 +70,7 @@ def layout_pdf(html: str) -> Any:
     loads from anywhere. Separate from drawing (``write_pdf``) so that ``bench/bench_build.py``
     can time layout and drawing apart.
     """
-    import weasyprint
-
+    weasyprint = import_weasyprint()
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     fetcher = weasyprint.URLFetcher(allowed_protocols={"data"}, fail_on_errors=True)
@@ -81,6 +80,35 @@ def layout_pdf(html: str) -> Any:
         # a BaseException, which would pass the CLI's handlers: the report's own HTML asked for
         # something that is not in it, a defect of ours and not of the user's input
         raise RuntimeError(f"the report's HTML refers to an outside resource ({exc})") from exc
+
+
+def import_weasyprint() -> Any:
+    """``import weasyprint``, its libraries looked up in ldconfig's cache alone.
+
+    WeasyPrint tries each of its seven libraries under several names (those of Windows, macOS and
+    Linux), and cffi asks ``ctypes.util.find_library`` about each name that does not load as it
+    is; on Linux that runs ldconfig, then gcc and ld where ldconfig does not know the name: 22
+    lookups, about 40 processes, 0.25 s of the 0.55 s the import took. A name ldconfig does not
+    know is passed over for the next one (the last Linux name of each library is its file's, which
+    loads without a lookup, as from ``LD_LIBRARY_PATH``); should a library still not load,
+    WeasyPrint is imported again with the usual lookups.
+    """
+    import ctypes.util
+
+    ldconfig = getattr(ctypes.util, "_findSoname_ldconfig", None)  # Linux only
+    if ldconfig is not None and "weasyprint" not in sys.modules:
+        find_library = ctypes.util.find_library
+        ctypes.util.find_library = ldconfig
+        try:
+            import weasyprint
+        except OSError:  # the usual lookups find what ldconfig does not: import it again
+            for name in [m for m in sys.modules if m.partition(".")[0] == "weasyprint"]:
+                del sys.modules[name]
+        finally:
+            ctypes.util.find_library = find_library
+    import weasyprint
+
+    return weasyprint
 
 
 @functools.cache

@@ -162,3 +162,18 @@ def test_the_trimmed_user_agent_stylesheet_makes_the_pdf_weasyprint_makes() -> N
         pdf._pdf_here(html)
         == weasyprint.HTML(string=html, url_fetcher=fetcher).render().write_pdf()
     )
+
+
+@pytest.mark.pdf
+def test_weasyprint_imports_when_ldconfig_knows_none_of_its_libraries() -> None:
+    """The libraries then load under the names of their files (LD_LIBRARY_PATH's case), and
+    ``find_library`` is ctypes' own again afterwards."""
+    code = f"""
+import ctypes.util
+original = ctypes.util.find_library
+ctypes.util._findSoname_ldconfig = lambda name: None
+from nprof_report.report import pdf
+assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
+assert ctypes.util.find_library is original
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
