@@ -16,9 +16,8 @@ from typing import Any
 import matplotlib
 import numpy as np
 from matplotlib import rc_context
-from matplotlib.figure import Figure
 
-from nprof_report.report.chartsvg import figure_svg
+from nprof_report.report.chartsvg import Figure, figure_svg
 
 # for pyplot, which diff_render uses; the figures here are made without it (as Figure()), so
 # that nothing is kept by pyplot's figure manager

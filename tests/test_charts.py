@@ -137,3 +137,10 @@ def test_a_control_character_in_a_label_leaves_a_chart_that_parses() -> None:
         svg = charts.step_times(["a\x01b", "x<y&z"], [[1.0, 2.0], [3.0]])
     texts = {t.text for t in ElementTree.fromstring(svg).iter("{http://www.w3.org/2000/svg}text")}
     assert {"a\ufffdb", "x<y&z"} <= texts
+
+
+def test_matplotlib_writes_its_setter_docstrings_again_after_the_charts_import() -> None:
+    import matplotlib.artist
+    from matplotlib.lines import Line2D
+
+    assert "linewidth" in matplotlib.artist.kwdoc(Line2D)
