@@ -32,6 +32,7 @@ import base64
 import contextlib
 import functools
 import gc
+import io
 import logging
 import os
 import re
@@ -99,8 +100,9 @@ def import_weasyprint() -> Any:
     if ldconfig is not None and "weasyprint" not in sys.modules:
         find_library = ctypes.util.find_library
         ctypes.util.find_library = ldconfig
-        try:
-            import weasyprint
+        try:  # (WeasyPrint prints a banner on stdout before it gives up on a library)
+            with contextlib.redirect_stdout(io.StringIO()):
+                import weasyprint
         except OSError:  # the usual lookups find what ldconfig does not: import it again
             for name in [m for m in sys.modules if m.partition(".")[0] == "weasyprint"]:
                 del sys.modules[name]

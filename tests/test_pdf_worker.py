@@ -177,3 +177,25 @@ assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
 assert ctypes.util.find_library is original
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.pdf
+def test_weasyprint_imports_again_with_the_usual_lookups_when_a_library_did_not_load() -> None:
+    # in the first import, no library loads (as where only gcc or ld could find one): WeasyPrint
+    # gives up, its banner is not shown, and it is imported again with ctypes' own find_library
+    code = f"""
+import ctypes.util, cffi
+ctypes.util._findSoname_ldconfig = lambda name: None
+dlopen = cffi.FFI.dlopen
+def failing_while_ldconfig_looks_up(self, name, flags=0):
+    if ctypes.util.find_library is ctypes.util._findSoname_ldconfig:
+        raise OSError("not here")
+    return dlopen(self, name, flags)
+cffi.FFI.dlopen = failing_while_ldconfig_looks_up
+from nprof_report.report import pdf
+assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout == ""
