@@ -120,9 +120,9 @@ def _html_class() -> Any:
     import weasyprint
     from weasyprint import html as ua
 
-    full = getattr(ua, "UA", None)
+    full, full_sheet = getattr(ua, "UA", None), getattr(ua, "UA_STYLESHEET", None)
     counter_style = getattr(ua, "UA_COUNTER_STYLE", None)
-    if not isinstance(full, str) or counter_style is None:
+    if not isinstance(full, str) or full_sheet is None or counter_style is None:
         return weasyprint.HTML
     rules = _NOTE_RULES.sub("", full)
     if rules == full:
@@ -130,8 +130,9 @@ def _html_class() -> Any:
     sheet = weasyprint.CSS(string=rules, counter_style=counter_style)
 
     class ReportHTML(weasyprint.HTML):  # type: ignore[misc]
+        # as WeasyPrint's own tests swap in a lighter stylesheet
         def _ua_stylesheets(self, forms: bool = False) -> list[Any]:
-            return [sheet, *super()._ua_stylesheets(forms)[1:]]
+            return [sheet if s is full_sheet else s for s in super()._ua_stylesheets(forms)]
 
     return ReportHTML
 
