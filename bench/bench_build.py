@@ -8,8 +8,9 @@ With paths (a run folder, a trace, a folder of rank traces; several are reported
 as ``build`` does), the stages of ``report/build.py``'s ``build_report`` are called one by one in
 this process: the charts (drawn while the model is built) are timed apart from the rest of the
 model, and the PDF is split into WeasyPrint's layout (parse, CSS cascade, pagination) and its
-drawing and writing (SVG, fonts, PDF objects), both in this process (``build`` makes the PDF in
-a worker process that has imported WeasyPrint meanwhile: :mod:`nprof_report.report.pdf`). Imports are timed once, before the first repeat,
+drawing and writing (SVG, fonts, PDF objects), both in this process and without the garbage
+collector (``build`` makes the PDF in a worker process that has imported WeasyPrint meanwhile
+and runs without it: :mod:`nprof_report.report.pdf`). Imports are timed once, before the first repeat,
 as a fresh ``nprof-report`` process pays them; each other stage is the median of the repeats.
 The peak resident memory of the process is printed after each stage of the first repeat.
 ``analyse`` parses each trace, or reads its frames from the parse cache when that is warm, as
@@ -109,8 +110,9 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
         model = s.time("model", lambda: add_sweep(build_model(summary), summary))
         s.seconds["model"] -= s.seconds.get("charts", 0.0)
         html = s.time("render html", render_html, model)
-    document = s.time("pdf layout", layout_pdf, html)
-    pdf = s.time("pdf draw + write", document.write_pdf)
+    with _collector_paused():  # as in the PDF worker, which runs without it
+        document = s.time("pdf layout", layout_pdf, html)
+        pdf = s.time("pdf draw + write", document.write_pdf)
     files = _report_files(html, pdf, _data_files(summary, _tables(model)))
     s.time("write files", publish, out, files)
     print(f"  {len(document.pages)} pages, {len(pdf):,} bytes of PDF", flush=True)
@@ -119,7 +121,9 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
 def measure(paths: list[Path], repeats: int, out: Path | None) -> dict[str, Any]:
     """Stage medians (seconds) and peak memory after each stage of the first repeat (MiB)."""
     t0 = time.perf_counter()
-    import weasyprint  # noqa: F401  (imported lazily by the build; timed here)
+    from nprof_report.report.pdf import import_weasyprint
+
+    import_weasyprint()  # (imported lazily by the build's PDF worker; timed here)
 
     from nprof_report.report import build  # noqa: F401  (polars, matplotlib, jinja2)
 

@@ -11,14 +11,13 @@ half of the PDF's drawing time went to the charts' text.
 
 from __future__ import annotations
 
-import io
-import re
 from typing import Any
 
 import matplotlib
 import numpy as np
 from matplotlib import rc_context
-from matplotlib.figure import Figure
+
+from nprof_report.report.chartsvg import Figure, figure_svg
 
 # for pyplot, which diff_render uses; the figures here are made without it (as Figure()), so
 # that nothing is kept by pyplot's figure manager
@@ -40,6 +39,8 @@ def _series_style(i: int) -> dict[str, Any]:
     }
 
 
+_svg = figure_svg  # the name the charts here, in diff_render, sweepchart and rankcharts use
+
 _RC: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "nprof-report",
@@ -49,19 +50,6 @@ _RC: dict[str, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
-
-
-def _svg(fig: Any) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
-    if fig.canvas.manager is not None:  # made by pyplot, which keeps it until closed
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
-    text = buf.getvalue()
-    text = text[text.index("<svg") :]
-    # matplotlib's RDF metadata block only names namespaces; drop it to keep the markup small.
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
 
 
 MAX_DOTS = 100

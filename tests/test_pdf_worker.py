@@ -1,5 +1,6 @@
 """The PDF made in the worker process ``build`` starts early is the PDF made in this process,
-its errors come back as they would here, and no worker outlives its use."""
+its errors come back as they would here, and no worker outlives its use; the user-agent
+stylesheet trimmed of the rules for footnotes and notes makes the PDF WeasyPrint's own makes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from nprof_report.report import pdf
+from tests.conftest import NEURON, ROOT
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><path d="M0 0 L9 9"/></svg>'
 HTML = (
@@ -133,3 +135,67 @@ def test_a_worker_busy_at_exit_is_stopped() -> None:
     assert proc.poll() is not None
     with pytest.raises(RuntimeError, match="ended without a PDF"):
         result()
+
+
+def test_the_report_stylesheets_use_no_footnotes_or_notes() -> None:
+    """What the trimmed user-agent stylesheet (:data:`pdf._NOTE_RULES`) relies on."""
+    for css in (ROOT / "templates" / "css").glob("*.css"):
+        text = css.read_text()
+        assert "footnote" not in text and "note(" not in text, css
+
+
+@pytest.mark.pdf
+def test_the_trimmed_user_agent_stylesheet_makes_the_pdf_weasyprint_makes() -> None:
+    import weasyprint
+
+    from nprof_report.report.build import summarise_inputs
+    from nprof_report.report.jobs import Engine
+    from nprof_report.report.model import build_model
+    from nprof_report.report.render import render_html
+    from nprof_report.report.sweepview import add_sweep
+
+    _, summary = summarise_inputs([NEURON / "eager_naive", NEURON / "fused"], Engine(jobs=1))
+    html = render_html(add_sweep(build_model(summary), summary))
+    assert pdf._html_class() is not weasyprint.HTML  # this WeasyPrint's stylesheet was trimmed
+    fetcher = weasyprint.URLFetcher(allowed_protocols={"data"})
+    assert (
+        pdf._pdf_here(html)
+        == weasyprint.HTML(string=html, url_fetcher=fetcher).render().write_pdf()
+    )
+
+
+@pytest.mark.pdf
+def test_weasyprint_imports_when_ldconfig_knows_none_of_its_libraries() -> None:
+    """The libraries then load under the names of their files (LD_LIBRARY_PATH's case), and
+    ``find_library`` is ctypes' own again afterwards."""
+    code = f"""
+import ctypes.util
+original = ctypes.util.find_library
+ctypes.util._findSoname_ldconfig = lambda name: None
+from nprof_report.report import pdf
+assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
+assert ctypes.util.find_library is original
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.pdf
+def test_weasyprint_imports_again_with_the_usual_lookups_when_a_library_did_not_load() -> None:
+    # in the first import, no library loads (as where only gcc or ld could find one): WeasyPrint
+    # gives up, its banner is not shown, and it is imported again with ctypes' own find_library
+    code = f"""
+import ctypes.util, cffi
+ctypes.util._findSoname_ldconfig = lambda name: None
+dlopen = cffi.FFI.dlopen
+def failing_while_ldconfig_looks_up(self, name, flags=0):
+    if ctypes.util.find_library is ctypes.util._findSoname_ldconfig:
+        raise OSError("not here")
+    return dlopen(self, name, flags)
+cffi.FFI.dlopen = failing_while_ldconfig_looks_up
+from nprof_report.report import pdf
+assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout == ""
