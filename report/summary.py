@@ -247,9 +247,9 @@ def _gaps_record(a: ImplementationAnalysis, largest: int = 10) -> Gaps:
     by_cause = (
         g.group_by("cause")
         .agg(count=pl.len(), total_us=pl.col("dur_ns").sum() / 1000)
-        .sort("total_us", descending=True)
+        .sort(["total_us", "cause"], descending=[True, False])  # ties in a stated order
     )
-    top = g.sort("dur_ns", descending=True).head(largest)
+    top = g.sort(["dur_ns", "start_ns"], descending=[True, False]).head(largest)
     return {
         "count": g.height,
         "total_us": _r(int(g["dur_ns"].sum()) / 1000) if g.height else 0.0,

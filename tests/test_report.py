@@ -247,3 +247,30 @@ def test_html_renders_in_chromium_without_errors_or_network(
     assert title.startswith("RMSNorm study")
     assert charts >= 3  # every chart's SVG decoded and drawn
     assert shot.stat().st_size > 10_000
+
+
+def test_gap_causes_and_largest_gaps_tie_in_a_stated_order() -> None:
+    """Equal totals (86 µs of host dispatch and of synchronization in fixtures/neuron/edge) came
+    out in either order from one build to the next; now by cause, and equal gaps by start."""
+    import polars as pl
+
+    from nprof_report.report.summary import _gaps_record
+
+    rows = {
+        "step": [1, 1, 1, 2],
+        "start_ns": [100, 300, 500, 900],
+        "dur_ns": [40_000, 86_000, 40_000, 86_000],
+        "cause": ["synchronization", "host dispatch", "synchronization", "host dispatch"],
+    }
+    records = []
+    for order in ([0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]):
+        gaps = pl.DataFrame({k: [v[i] for i in order] for k, v in rows.items()})
+        analysis = type("A", (), {"gaps": gaps, "step_start_ns": {1: 0, 2: 800}})()
+        record = dict(_gaps_record(analysis, largest=3))  # type: ignore[arg-type]
+        assert sorted(record.pop("durations_us")) == [40.0, 40.0, 86.0, 86.0]  # in gaps' order
+        records.append(record)
+    assert records[0] == records[1] == records[2]
+    assert [c["cause"] for c in records[0]["by_cause"]] == ["host dispatch", "synchronization"]
+    assert [(g["offset_us"], g["dur_us"]) for g in records[0]["largest"]] == [
+        (0.3, 86.0), (0.1, 86.0), (0.1, 40.0)
+    ]  # fmt: skip
