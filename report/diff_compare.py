@@ -35,6 +35,7 @@ from nprof_report.report.diff_stats import (
     difference,
     differences,
 )
+from nprof_report.report.records import Listed
 from nprof_report.report.summary_types import DiffProfile, SideImplementation
 
 MOVED_MIN_SHARE_PCT = 1.0
@@ -314,9 +315,10 @@ def compare_pair(base: SideImplementation, new: SideImplementation) -> dict[str,
         },
         "metrics": metrics,
         "waterfall": waterfall(bp, np_),
-        "ops": aligned,
-        "added": added,
-        "removed": removed,
+        # written to diff.json a chunk at a time (records.json_pieces)
+        "ops": Listed(aligned),
+        "added": Listed(added),
+        "removed": Listed(removed),
     }
 
 

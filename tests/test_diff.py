@@ -24,8 +24,8 @@ from nprof_report.errors import InputError
 from nprof_report.report import diff_stats
 from nprof_report.report.diff_build import check_regression, compare, diff_report
 from nprof_report.report.diff_check import check, parse_threshold
-from nprof_report.report.diff_render import diff_json
 from nprof_report.report.diff_stats import between_runs, difference, differences
+from nprof_report.report.records import json_pieces
 from tests.conftest import NEURON
 from tests.diff_traces import model, write_trace
 
@@ -359,7 +359,7 @@ def test_stored_summary_baseline_compares_like_the_traces(cpu_report: Path) -> N
 
 def test_stored_diff_json_baseline_is_its_new_side(planted: dict[str, Any], tmp_path: Path) -> None:
     stored = tmp_path / "diff.json"
-    stored.write_bytes(diff_json(planted["doc"]))
+    stored.write_bytes(b"".join(json_pieces(planted["doc"])))
     doc = compare(stored, planted["new"])
     pair = doc["pairs"][0]
     assert pair["metrics"]["step"]["delta_us"] == 0
@@ -370,7 +370,7 @@ def test_neuron_trees_compare_with_neuron_device_time(tmp_path: Path) -> None:
     doc = compare(NEURON / "eager_naive", NEURON / "fused")
     (pair,) = doc["pairs"]
     assert pair["metrics"]["device"] is not None
-    device_ops = [o for o in pair["removed"] + pair["added"] if o["device_self_us"]]
+    device_ops = [o for o in [*pair["removed"], *pair["added"]] if o["device_self_us"]]
     assert device_ops, "Neuron execution time attributed to ops"
     assert any(o["kernels"] == ["Neuron hardware execution"] for o in device_ops)
     _waterfall_adds_up(pair)

@@ -20,17 +20,17 @@ from nprof_report.report.records import FrameRecords, Records, json_pieces
 OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
 
 
-class ListRecords(Records[Any]):
+class ListRecords(records.Listed[Any]):
     """Records served from a list, each read counted."""
 
     def __init__(self, items: list[Any]) -> None:
-        super().__init__(len(items))
+        super().__init__(items)
         self.items = items
         self.made = 0
 
     def make(self, start: int, stop: int) -> list[Any]:
         self.made += stop - start
-        return self.items[start:stop]
+        return super().make(start, stop)
 
 
 def _plain(doc: Any) -> Any:
