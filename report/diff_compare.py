@@ -32,7 +32,6 @@ from nprof_report.report.diff_stats import (
     MIN_STEPS,
     RESAMPLES,
     Difference,
-    difference,
     differences,
 )
 from nprof_report.report.records import Listed
@@ -171,9 +170,10 @@ def _impact(series: dict[str, Any]) -> tuple[str, float]:
 
 
 def align_ops(
-    base: DiffProfile, new: DiffProfile, base_step_us: float
+    base: DiffProfile, new: DiffProfile, base_step_us: float, *, intervals: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Aligned ops (sorted, moved first, by impact), then added and removed ones."""
+    """Aligned ops (sorted, moved first, by impact), then added and removed ones (``intervals``:
+    as :func:`~.diff_stats.differences`)."""
     b_ops = {_key(o): o for o in base["ops"]}
     n_ops = {_key(o): o for o in new["ops"]}
     floor = base_step_us * MOVED_MIN_SHARE_PCT / 100
@@ -189,7 +189,8 @@ def align_ops(
                 )
                 for key in keys
                 for s in names
-            ]
+            ],
+            intervals=intervals,
         )
     )
     aligned = []
@@ -281,15 +282,19 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
     return text + "."
 
 
-def compare_pair(base: SideImplementation, new: SideImplementation) -> dict[str, Any]:
-    """One implementation's comparison."""
-    metrics = {
-        m: difference_record(difference(_step_values(base, col), _step_values(new, col)))
-        for m, col in STEP_METRICS.items()
-    }
+def compare_pair(
+    base: SideImplementation, new: SideImplementation, *, intervals: bool = True
+) -> dict[str, Any]:
+    """One implementation's comparison (``intervals``: as :func:`~.diff_stats.differences`)."""
+    found = differences(
+        [(_step_values(base, col), _step_values(new, col)) for col in STEP_METRICS.values()],
+        intervals=intervals,
+    )
+    metrics = {m: difference_record(d) for m, d in zip(STEP_METRICS, found)}
     step = metrics["step"]
     bp, np_ = base["diff_profile"], new["diff_profile"]
-    aligned, added, removed = align_ops(bp, np_, (step or {}).get("base_us") or 0.0)
+    base_step_us = (step or {}).get("base_us") or 0.0
+    aligned, added, removed = align_ops(bp, np_, base_step_us, intervals=intervals)
     step_delta = (step or {}).get("delta_us")
     for op in [*aligned, *added, *removed]:
         op["share_of_step_delta_pct"] = (
@@ -322,8 +327,9 @@ def compare_pair(base: SideImplementation, new: SideImplementation) -> dict[str,
     }
 
 
-def diff_document(base: Side, new: Side) -> dict[str, Any]:
-    """The ``diff.json`` document (format ``nprof-diff`` version 1)."""
+def diff_document(base: Side, new: Side, *, intervals: bool = True) -> dict[str, Any]:
+    """The ``diff.json`` document (format ``nprof-diff`` version 1); without ``intervals``, the
+    medians alone (a further baseline of ``check``, of which only they are read)."""
     pairs, notes = pair(base, new)
     return {
         "format": DIFF_FORMAT,
@@ -338,7 +344,7 @@ def diff_document(base: Side, new: Side) -> dict[str, Any]:
             "moved_min_share_pct": MOVED_MIN_SHARE_PCT,
             "pages_show": {"top_movers": TOP_MOVERS, "rows_per_table": MAX_OP_ROWS},
         },
-        "pairs": [compare_pair(b, n) for b, n in pairs],
+        "pairs": [compare_pair(b, n, intervals=intervals) for b, n in pairs],
         "unpaired": notes,
         "caveats": [f"BASE: {c}" for c in base.caveats] + [f"NEW: {c}" for c in new.caveats],
         "sides": {"base": base.record(), "new": new.record()},

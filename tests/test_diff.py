@@ -24,6 +24,8 @@ from nprof_report.errors import InputError
 from nprof_report.report import diff_stats
 from nprof_report.report.diff_build import check_regression, compare, diff_report
 from nprof_report.report.diff_check import check, parse_threshold
+from nprof_report.report.diff_compare import diff_document
+from nprof_report.report.diff_inputs import load_side
 from nprof_report.report.diff_stats import between_runs, difference, differences
 from nprof_report.report.records import json_pieces
 from tests.conftest import NEURON
@@ -72,6 +74,25 @@ def test_planted_differences_are_found_exactly(planted: dict[str, Any]) -> None:
     assert pair["verdict"].startswith("NEW is ")
     assert "slower per step" in pair["verdict"]
     assert f"of it is {MM}'s device time" in pair["verdict"]
+
+
+def test_a_further_baseline_is_compared_by_its_medians_alone(planted: dict[str, Any]) -> None:
+    """``check`` reads only the medians of its second and later baselines, so their documents
+    are made without the bootstrap: the same medians, no interval."""
+    base, new = load_side(planted["base"]), load_side(planted["new"])
+    full, bare = diff_document(base, new), diff_document(base, new, intervals=False)
+    (f,), (b,) = full["pairs"], bare["pairs"]
+    for metric, rec in f["metrics"].items():
+        assert (b["metrics"][metric]["base_us"], b["metrics"][metric]["new_us"]) == (
+            rec["base_us"],
+            rec["new_us"],
+        )
+        assert b["metrics"][metric]["low_us"] is None
+    by_path = {_path(o): o for o in b["ops"]}
+    for o in f["ops"]:
+        for s in ("host_total_us", "device_total_us", "launch_us"):
+            if o[s] is not None:
+                assert by_path[_path(o)][s]["base_us"] == o[s]["base_us"]
 
 
 def test_planted_regression_fails_check(planted: dict[str, Any]) -> None:
