@@ -92,7 +92,6 @@ def _time_charts(stages: list[_Stages]) -> None:
 
 def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
     from nprof_report.report.build import (
-        _collector_paused,
         _data_files,
         _report_files,
         _tables,
@@ -104,13 +103,14 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
     from nprof_report.report.publish import publish
     from nprof_report.report.render import render_html
     from nprof_report.report.sweepview import add_sweep
+    from nprof_report.runtime import collector_paused
 
-    with _collector_paused():  # as build_report does
+    with collector_paused():  # as build_report does
         _, summary = s.time("analyse", summarise_inputs, paths, Engine())
         model = s.time("model", lambda: add_sweep(build_model(summary), summary))
         s.seconds["model"] -= s.seconds.get("charts", 0.0)
         html = s.time("render html", render_html, model)
-    with _collector_paused():  # as in the PDF worker, which runs without it
+    with collector_paused():  # as in the PDF worker, which runs without it
         document = s.time("pdf layout", layout_pdf, html)
         pdf = s.time("pdf draw + write", document.write_pdf)
     files = _report_files(html, pdf, _data_files(summary, _tables(model)))

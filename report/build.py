@@ -7,9 +7,7 @@ leaves the previous report as it was.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import gc
 import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from nprof_report.report.summary_types import Summary
 from nprof_report.report.sweep import summarise
 from nprof_report.report.sweepview import add_sweep
 from nprof_report.report.tables import Table
+from nprof_report.runtime import collector_paused
 
 if TYPE_CHECKING:
     from nprof_report.bundle import Manifest
@@ -67,7 +66,9 @@ def build_report(
         paths = [newest_run(DEFAULT_RUNS)]
     prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
     engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
-    with _collector_paused():
+    # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
+    # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
+    with collector_paused():
         resolved, summary = summarise_inputs(paths, engine)
         model = add_sweep(build_model(summary), summary)
         html = render_html(model)
@@ -79,23 +80,6 @@ def build_report(
         single_run = resolved[0].run_dir if len(resolved) == 1 else None
         out = single_run / "report" if single_run else Path("nprof-report")
     return publish(out, _report_files(html, pdf, data))
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the summary, the model and the HTML are made.
-
-    They are millions of small lists and dicts (300,000 records for a trace of 100,000 distinct
-    ops), hardly any in a reference cycle, and the collector walked the growing heap again and
-    again as they were made: 1.5-2 s of 9 s on such a trace. It is on again afterwards.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,6 @@ def _series_style(i: int) -> dict[str, Any]:
     }
 
 
-_svg = figure_svg  # the name the charts here, in diff_render, sweepchart and rankcharts use
-
 _RC: dict[str, Any] = {
     "svg.fonttype": "none",
     "svg.hashsalt": "nprof-report",
@@ -90,7 +88,7 @@ def step_times(
         ax.set_xlabel(xlabel)
         ax.invert_yaxis()
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        return _svg(fig)
+        return figure_svg(fig)
 
 
 def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: str) -> str:
@@ -113,13 +111,13 @@ def stacked_breakdown(labels: list[str], parts: dict[str, list[float]], xlabel: 
         fig.legend(loc="lower center", bbox_to_anchor=(0.5, -0.02), ncol=2, frameon=False)
         fig.subplots_adjust(bottom=0.38)
         ax.grid(axis="x", color="#dddddd", linewidth=0.6)
-        return _svg(fig)
+        return figure_svg(fig)
 
 
 def paired_bars(labels: list[str], series: dict[str, list[float | None]], xlabel: str) -> str:
     """Grouped horizontal bars, one group per label (missing values are skipped)."""
     with rc_context(_RC):  # type: ignore[arg-type]
-        return _svg(paired_bars_figure(labels, series, xlabel))
+        return figure_svg(paired_bars_figure(labels, series, xlabel))
 
 
 def paired_bars_figure(
@@ -192,7 +190,7 @@ def timelines(
             ax.grid(axis="x", color="#dddddd", linewidth=0.6)
         axes[-1, 0].set_xlabel("µs from the start of the median step")
         fig.tight_layout()
-        return _svg(fig)
+        return figure_svg(fig)
 
 
 def histogram(labels: list[str], samples_us: list[list[float]], xlabel: str) -> str:
@@ -221,4 +219,4 @@ def histogram(labels: list[str], samples_us: list[list[float]], xlabel: str) -> 
             ax.legend(frameon=False)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("count")
-        return _svg(fig)
+        return figure_svg(fig)

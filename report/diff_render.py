@@ -16,7 +16,8 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from nprof_report.report.charts import _RC, _svg
+from nprof_report.report.charts import _RC
+from nprof_report.report.chartsvg import figure_svg
 from nprof_report.report.diff_compare import (
     MAX_OP_ROWS,
     SERIES_WORDS,
@@ -118,7 +119,7 @@ def waterfall_svg(wf: dict[str, Any]) -> str:
         hi = max(max(s, s + d) for s, d in spans)
         ax.set_xlim(min(lo, 0) - 0.05 * width, max(hi, 0) + 0.45 * width)
         ax.set_xlabel("NEW − BASE, median step (µs); darker: slower, hatched: faster")
-        return _svg(fig)
+        return figure_svg(fig)
 
 
 def data_uri(svg: str) -> str:

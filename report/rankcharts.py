@@ -10,7 +10,8 @@ import numpy as np
 from matplotlib import colormaps, rc_context
 from matplotlib.figure import Figure
 
-from nprof_report.report.charts import _RC, _svg
+from nprof_report.report.charts import _RC
+from nprof_report.report.chartsvg import figure_svg
 
 MAX_RANK_LABELS = 32
 MAX_STEP_LABELS = 24
@@ -40,4 +41,4 @@ def step_heatmap(ranks: list[int], steps: list[int], step_time_us: list[list[flo
             ax.spines[side].set_visible(True)
         bar = fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
         bar.set_label("step time (ms)")
-        return _svg(fig)
+        return figure_svg(fig)

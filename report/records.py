@@ -76,12 +76,12 @@ class FrameRecords(Records[Any]):
 
     def __init__(self, frame: pl.DataFrame) -> None:
         super().__init__(frame.height)
-        self.frame = frame.with_columns(
+        self._frame = frame.with_columns(
             round_as_python(c, 3) for c in frame.get_columns() if c.dtype.is_float()
         )
 
     def make(self, start: int, stop: int) -> list[Any]:
-        part = self.frame.slice(start, stop - start)
+        part = self._frame.slice(start, stop - start)
         names = part.columns
         # a column at a time: 0.45 s less than row dicts for 200,000 rows
         return [dict(zip(names, row)) for row in zip(*(c.to_list() for c in part.get_columns()))]

@@ -13,7 +13,8 @@ from typing import Any
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from nprof_report.report.charts import _RC, SHADES, _svg
+from nprof_report.report.charts import _RC, SHADES
+from nprof_report.report.chartsvg import figure_svg
 
 # (summary point key, legend, line style, marker)
 SCALING_SERIES = (
@@ -73,7 +74,7 @@ def scaling_by_implementation(
             frameon=False,
         )
         fig.tight_layout()
-        return _svg(fig)
+        return figure_svg(fig)
 
 
 def scaling_overlay(
@@ -101,4 +102,4 @@ def scaling_overlay(
         _size_axis(ax, [sizes[e] for e in order], order)
         ax.set_ylabel("µs per call (log)")
         ax.legend(frameon=False)
-        return _svg(fig)
+        return figure_svg(fig)

@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import sys
+from collections.abc import Iterator
 
 # decode workers started before a command imports anything heavy (re-exported for the CLI)
 from nprof_report.parse import prestart
 
-__all__ = ["BLAS_THREADS", "LEAVE_FAST", "MALLOC_CONF", "leave", "prestart", "tune"]
+__all__ = [
+    "BLAS_THREADS",
+    "LEAVE_FAST",
+    "MALLOC_CONF",
+    "collector_paused",
+    "leave",
+    "prestart",
+    "tune",
+]
 
 # what ``ops`` and ``build`` return: they only read and write files (no threads or processes of
 # theirs are left running), so the process may end without the teardown; ``capture`` runs torch,
@@ -50,3 +60,20 @@ def leave(status: int = 0) -> None:
         with contextlib.suppress(OSError):  # a reader gone (a closed pipe) loses nothing more
             stream.flush()
     os._exit(status)
+
+
+@contextlib.contextmanager
+def collector_paused(*, freeze: bool = False) -> Iterator[None]:
+    """Python's cyclic garbage collector off while the block makes many objects that are hardly
+    ever garbage (imports; the summary, model and HTML of 100,000 op names), which it would walk
+    again and again as they grow; as it was afterwards. ``freeze``: what the block made is left
+    out of the collector's later passes too."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if freeze:
+            gc.freeze()
+        if enabled:
+            gc.enable()
