@@ -10,7 +10,7 @@ this process: the charts (drawn while the model is built) are timed apart from t
 model, and the PDF is split into WeasyPrint's layout (parse, CSS cascade, pagination) and its
 drawing and writing (SVG, fonts, PDF objects), both in this process and without the garbage
 collector (``build`` makes the PDF in a worker process that has imported WeasyPrint meanwhile
-and runs without it: :mod:`nprof_report.report.pdf`). Imports are timed once, before the first repeat,
+and runs without it: :mod:`nprof_report.report.view.pdf`). Imports are timed once, before the first repeat,
 as a fresh ``nprof-report`` process pays them; each other stage is the median of the repeats.
 The peak resident memory of the process is printed after each stage of the first repeat.
 ``analyse`` parses each trace, or reads its frames from the parse cache when that is warm, as
@@ -75,7 +75,7 @@ class _Stages:
 
 def _time_charts(stages: list[_Stages]) -> None:
     """Wrap the chart functions so that the time spent in them goes to the ``charts`` stage."""
-    from nprof_report.report import charts
+    from nprof_report.report.view import charts
 
     def timed(fn: Callable[..., str]) -> Callable[..., str]:
         def wrapper(*args: Any) -> str:
@@ -98,16 +98,15 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
         summarise_inputs,
     )
     from nprof_report.report.jobs import Engine
-    from nprof_report.report.model import build_model
-    from nprof_report.report.pdf import layout_pdf
     from nprof_report.report.publish import publish
-    from nprof_report.report.render import render_html
-    from nprof_report.report.sweepview import add_sweep
+    from nprof_report.report.view.model import build_model
+    from nprof_report.report.view.pdf import layout_pdf
+    from nprof_report.report.view.render import render_html
     from nprof_report.runtime import collector_paused
 
     with collector_paused():  # as build_report does
         _, summary = s.time("analyse", summarise_inputs, paths, Engine())
-        model = s.time("model", lambda: add_sweep(build_model(summary), summary))
+        model = s.time("model", lambda: build_model(summary))
         s.seconds["model"] -= s.seconds.get("charts", 0.0)
         html = s.time("render html", render_html, model)
     with collector_paused():  # as in the PDF worker, which runs without it
@@ -121,7 +120,7 @@ def _one_build(paths: list[Path], out: Path, s: _Stages) -> None:
 def measure(paths: list[Path], repeats: int, out: Path | None) -> dict[str, Any]:
     """Stage medians (seconds) and peak memory after each stage of the first repeat (MiB)."""
     t0 = time.perf_counter()
-    from nprof_report.report.pdf import import_weasyprint
+    from nprof_report.report.view.pdf import import_weasyprint
 
     import_weasyprint()  # (imported lazily by the build's PDF worker; timed here)
 

@@ -10,30 +10,22 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from nprof_report.errors import InputError
-from nprof_report.parse import Inputs, Source, convert_tree, neuron_root, newest_run, resolve
-from nprof_report.report.jobs import Engine, report_job, run_jobs
-from nprof_report.report.model import ReportModel, build_model
-from nprof_report.report.pdf import prestart as prestart_pdf
-from nprof_report.report.pdf import start_pdf
+from nprof_report.parse import Inputs, newest_run
+from nprof_report.report.figures import Summary, json_pieces, summarise
+from nprof_report.report.jobs import Engine, analyse_inputs
 from nprof_report.report.publish import Content, Streamed, publish
-from nprof_report.report.records import json_pieces
-from nprof_report.report.render import render_html
-from nprof_report.report.summary_types import Summary
-from nprof_report.report.sweep import summarise
-from nprof_report.report.sweepview import add_sweep
-from nprof_report.report.tables import Table
+from nprof_report.report.view import (
+    ReportModel,
+    Table,
+    build_model,
+    render_html,
+    start_pdf,
+)
+from nprof_report.report.view import prestart as prestart_pdf
 from nprof_report.runtime import collector_paused
-
-if TYPE_CHECKING:
-    from nprof_report.bundle import Manifest
-    from nprof_report.report.analyses import ImplementationAnalysis
-    from nprof_report.report.ranks import RankFigures
 
 DEFAULT_RUNS = Path("nprof-runs")
 
@@ -70,7 +62,7 @@ def build_report(
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
         resolved, summary = summarise_inputs(paths, engine)
-        model = add_sweep(build_model(summary), summary)
+        model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
     # while the worker makes the PDF: summary.json and the CSVs made, and written first
@@ -82,71 +74,10 @@ def build_report(
     return publish(out, _report_files(html, pdf, data))
 
 
-@dataclass(frozen=True)
-class Analysed:
-    """The inputs ``paths`` resolved to, and the analysis and rank figures of each source."""
-
-    resolved: list[Inputs]
-    analyses: list[ImplementationAnalysis]
-    ranks: list[RankFigures]
-    manifest: Manifest | None
-    caveats: list[str]
-
-
-def analyse_inputs(paths: list[Path], engine: Engine, *, what: str = "report on") -> Analysed:
-    """Resolve ``paths``, convert Neuron traces where needed, and run each source's job.
-
-    ``what`` completes the error for inputs without a trace ("holds no trace.json to ...").
-    """
-    resolved: list[Inputs] = [resolve(p) for p in paths]
-    sources = [s for r in resolved for s in r.sources if s.trace is not None]
-    if not sources:
-        raise InputError(paths[0], f"holds no trace.json to {what}")
-    labels = [s.label for s in sources]
-    # the same implementation from several runs (within one run, a sweep's sizes tell them apart)
-    if len(resolved) > 1 and len(set(labels)) != len(labels):
-        sources = [
-            type(s)(
-                f"{r.run_dir.name if r.run_dir else s.folder.name}/{s.label}",
-                s.trace,
-                s.folder,
-                s.implementation,
-            )
-            for r in resolved
-            for s in r.sources
-            if s.trace is not None
-        ]
-    manifests = [r.manifest for r in resolved if r.manifest is not None]
-    manifest = manifests[0] if len(resolved) == 1 and manifests else None
-    caveats = [n for r in resolved for n in r.notes]
-    caveats += convert_neuron_traces(sources)
-    results, skipped = run_jobs(sources, report_job, engine)
-    return Analysed(
-        resolved,
-        [r.analysis for _, r in results],
-        [r.rank for _, r in results],
-        manifest,
-        caveats + skipped,
-    )
-
-
 def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     a = analyse_inputs(paths, engine)
     return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
-
-
-def convert_neuron_traces(sources: list[Source]) -> list[str]:
-    """Convert raw Neuron traces with neuron-explorer where still needed; say what is missing.
-
-    The tables are written inside the bundle, so a copied bundle builds without Neuron tools.
-    """
-    messages = []
-    for root in dict.fromkeys(r for r in map(neuron_root, sources) if r is not None):
-        messages += [
-            c.message for c in convert_tree(root) if c.status in ("tool-missing", "failed")
-        ]
-    return messages
 
 
 _CSV_PIECE = 1 << 20

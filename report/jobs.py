@@ -18,16 +18,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse import LoadedSource, Source, key_averages, load_source, prepare_sources
+from nprof_report.parse import (
+    Inputs,
+    LoadedSource,
+    Source,
+    convert_tree,
+    key_averages,
+    load_source,
+    neuron_root,
+    prepare_sources,
+    resolve,
+)
 
 if TYPE_CHECKING:
-    from nprof_report.report.analyses import ImplementationAnalysis
-    from nprof_report.report.ranks import RankFigures
+    from nprof_report.bundle import Manifest
+    from nprof_report.report.figures import ImplementationAnalysis, RankFigures
 
 T = TypeVar("T")
 
@@ -57,8 +68,7 @@ class SourceResult:
 def report_job(source: Source, loaded: LoadedSource) -> SourceResult:
     """The analysis and the rank figures of one source."""
     # imported here, off the import path of a plain ``ops``
-    from nprof_report.report.analyses import analyse
-    from nprof_report.report.ranks import rank_figures
+    from nprof_report.report.figures import analyse, rank_figures
 
     analysis = analyse(loaded)
     return SourceResult(analysis, rank_figures(loaded, analysis))
@@ -70,6 +80,67 @@ def ops_job(source: Source, loaded: LoadedSource) -> tuple[pl.DataFrame, list[st
         key_averages(loaded.frames, loaded.neuron_device_ns),
         [*loaded.frames.notes, *loaded.notes],
     )
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """The inputs ``paths`` resolved to, and the analysis and rank figures of each source."""
+
+    resolved: list[Inputs]
+    analyses: list[ImplementationAnalysis]
+    ranks: list[RankFigures]
+    manifest: Manifest | None
+    caveats: list[str]
+
+
+def analyse_inputs(paths: list[Path], engine: Engine, *, what: str = "report on") -> Analysed:
+    """Resolve ``paths``, convert Neuron traces where needed, and run each source's job.
+
+    ``what`` completes the error for inputs without a trace ("holds no trace.json to ...").
+    """
+    resolved: list[Inputs] = [resolve(p) for p in paths]
+    sources = [s for r in resolved for s in r.sources if s.trace is not None]
+    if not sources:
+        raise InputError(paths[0], f"holds no trace.json to {what}")
+    labels = [s.label for s in sources]
+    # the same implementation from several runs (within one run, a sweep's sizes tell them apart)
+    if len(resolved) > 1 and len(set(labels)) != len(labels):
+        sources = [
+            type(s)(
+                f"{r.run_dir.name if r.run_dir else s.folder.name}/{s.label}",
+                s.trace,
+                s.folder,
+                s.implementation,
+            )
+            for r in resolved
+            for s in r.sources
+            if s.trace is not None
+        ]
+    manifests = [r.manifest for r in resolved if r.manifest is not None]
+    manifest = manifests[0] if len(resolved) == 1 and manifests else None
+    caveats = [n for r in resolved for n in r.notes]
+    caveats += convert_neuron_traces(sources)
+    results, skipped = run_jobs(sources, report_job, engine)
+    return Analysed(
+        resolved,
+        [r.analysis for _, r in results],
+        [r.rank for _, r in results],
+        manifest,
+        caveats + skipped,
+    )
+
+
+def convert_neuron_traces(sources: list[Source]) -> list[str]:
+    """Convert raw Neuron traces with neuron-explorer where still needed; say what is missing.
+
+    The tables are written inside the bundle, so a copied bundle builds without Neuron tools.
+    """
+    messages = []
+    for root in dict.fromkeys(r for r in map(neuron_root, sources) if r is not None):
+        messages += [
+            c.message for c in convert_tree(root) if c.status in ("tool-missing", "failed")
+        ]
+    return messages
 
 
 def run_jobs(

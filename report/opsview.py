@@ -15,9 +15,9 @@ import polars as pl
 
 from nprof_report.errors import InputError
 from nprof_report.parse import Inputs, Source, resolve
+from nprof_report.report.figures import RanksRecord
 from nprof_report.report.jobs import Engine, ops_job, report_job, run_jobs
-from nprof_report.report.safetext import FORMULA_START
-from nprof_report.report.summary_types import RanksRecord
+from nprof_report.report.view import FORMULA_START
 from nprof_report.textout import format_table
 
 JSON_COLUMNS = [
@@ -96,7 +96,7 @@ def ops_tables(path: Path, *, engine: Engine | None = None) -> OpsTables:
 def ranks_record(path: Path, *, engine: Engine | None = None) -> tuple[RanksRecord, list[str]]:
     """The ``ranks`` record of the sources under ``path`` and the sources skipped; an InputError
     unless they are several ranks of one job."""
-    from nprof_report.report.ranks import cross_rank  # only --by-rank needs it
+    from nprof_report.report.figures import cross_rank  # only --by-rank needs it
 
     results, skipped = run_jobs(_resolved(path).sources, report_job, engine or Engine())
     record = cross_rank([r.rank for _, r in results])
@@ -183,7 +183,7 @@ def render_ops(
 
 def csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` with each text cell a spreadsheet would read as a formula quoted as text
-    (:mod:`~nprof_report.report.safetext`)."""
+    (:mod:`~nprof_report.report.view.safetext`)."""
     starts = "^[" + re.escape("".join(FORMULA_START)) + "]"
     text = [name for name, dtype in frame.schema.items() if dtype in (pl.String, pl.Categorical)]
     return frame.with_columns(

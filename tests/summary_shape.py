@@ -12,9 +12,9 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
-from nprof_report.report import summary_types
-from nprof_report.report.records import Records
-from nprof_report.report.summary_types import Summary
+from nprof_report.report.figures import summary_types
+from nprof_report.report.figures.records import Records
+from nprof_report.report.figures.summary_types import Summary
 
 # summary_types imports NotRequired for mypy only
 _NAMES = {**vars(summary_types), "NotRequired": NotRequired}

@@ -6,8 +6,13 @@ import polars as pl
 import pytest
 
 from nprof_report.parse import load_source, resolve
-from nprof_report.report.analyses import analyse
-from nprof_report.report.breakdown import GAP_CAUSES, device_gaps, merge_intervals, op_context
+from nprof_report.report.figures.analyses import analyse
+from nprof_report.report.figures.breakdown import (
+    GAP_CAUSES,
+    device_gaps,
+    merge_intervals,
+    op_context,
+)
 from tests.conftest import NEURON, NEURON_TREES, PUBLIC_TRACES
 
 

@@ -13,7 +13,7 @@ import pytest
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from nprof_report.report import charts, chartsvg
+from nprof_report.report.view import charts, chartsvg
 
 # the medians of a CPU capture (µs), where the legend once covered the last long bar
 PROFILED = {

@@ -21,13 +21,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nprof_report.errors import InputError
-from nprof_report.report import diff_stats
-from nprof_report.report.diff_build import check_regression, compare, diff_report
-from nprof_report.report.diff_check import check, parse_threshold
-from nprof_report.report.diff_compare import diff_document
-from nprof_report.report.diff_inputs import load_side
-from nprof_report.report.diff_stats import between_runs, difference, differences
-from nprof_report.report.records import json_pieces
+from nprof_report.report.diff import stats as diff_stats
+from nprof_report.report.diff.check import check, parse_threshold
+from nprof_report.report.diff.command import check_regression, compare, diff_report
+from nprof_report.report.diff.compare import diff_document
+from nprof_report.report.diff.inputs import load_side
+from nprof_report.report.diff.stats import between_runs, difference, differences
+from nprof_report.report.figures.records import json_pieces
 from tests.conftest import NEURON
 from tests.diff_traces import model, write_trace
 
@@ -523,8 +523,8 @@ def test_large_samples_use_the_median_standard_error() -> None:
 
 
 def test_busy_time_within_steps_matches_clipping() -> None:
-    from nprof_report.report.breakdown import merge_intervals
-    from nprof_report.report.diff_profile import _busy_within
+    from nprof_report.report.figures.breakdown import merge_intervals
+    from nprof_report.report.figures.diff_profile import _busy_within
 
     rng = random.Random(5)
     intervals = [(s, s + rng.randint(1, 40)) for s in (rng.randint(0, 2000) for _ in range(200))]

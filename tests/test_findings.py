@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nprof_report.report.findings import find
+from nprof_report.report.figures.findings import find
 
 
 def _impl(label: str, **headline: Any) -> dict[str, Any]:

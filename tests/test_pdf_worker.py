@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nprof_report.report import pdf
+from nprof_report.report.view import pdf
 from tests.conftest import NEURON, ROOT
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><path d="M0 0 L9 9"/></svg>'
@@ -150,12 +150,11 @@ def test_the_trimmed_user_agent_stylesheet_makes_the_pdf_weasyprint_makes() -> N
 
     from nprof_report.report.build import summarise_inputs
     from nprof_report.report.jobs import Engine
-    from nprof_report.report.model import build_model
-    from nprof_report.report.render import render_html
-    from nprof_report.report.sweepview import add_sweep
+    from nprof_report.report.view.model import build_model
+    from nprof_report.report.view.render import render_html
 
     _, summary = summarise_inputs([NEURON / "eager_naive", NEURON / "fused"], Engine(jobs=1))
-    html = render_html(add_sweep(build_model(summary), summary))
+    html = render_html(build_model(summary))
     assert pdf._html_class() is not weasyprint.HTML  # this WeasyPrint's stylesheet was trimmed
     fetcher = weasyprint.URLFetcher(allowed_protocols={"data"})
     assert (
@@ -172,7 +171,7 @@ def test_weasyprint_imports_when_ldconfig_knows_none_of_its_libraries() -> None:
 import ctypes.util
 original = ctypes.util.find_library
 ctypes.util._findSoname_ldconfig = lambda name: None
-from nprof_report.report import pdf
+from nprof_report.report.view import pdf
 assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
 assert ctypes.util.find_library is original
 """
@@ -192,7 +191,7 @@ def failing_while_ldconfig_looks_up(self, name, flags=0):
         raise OSError("not here")
     return dlopen(self, name, flags)
 cffi.FFI.dlopen = failing_while_ldconfig_looks_up
-from nprof_report.report import pdf
+from nprof_report.report.view import pdf
 assert pdf.render_pdf({HTML!r}).startswith(b"%PDF")
 """
     done = subprocess.run(

@@ -25,7 +25,7 @@ from nprof_report.parse.frames import load_frames
 from nprof_report.parse.keyavg import key_averages
 from nprof_report.parse.parts import trace_rows
 from nprof_report.parse.read.reference import read_trace
-from nprof_report.report.analyses import analyse
+from nprof_report.report.figures.analyses import analyse
 
 CATS = [
     "cpu_op",

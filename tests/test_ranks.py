@@ -25,10 +25,10 @@ from nprof_report.errors import InputError
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.sources import load_source
 from nprof_report.report.build import summarise_inputs
-from nprof_report.report.comms import comm_per_step, kind_of
+from nprof_report.report.figures.comms import comm_per_step, kind_of
 from nprof_report.report.jobs import Engine
-from nprof_report.report.model import build_model
-from nprof_report.report.render import render_html
+from nprof_report.report.view.model import build_model
+from nprof_report.report.view.render import render_html
 from tests.conftest import PUBLIC, ROOT
 from tests.summary_shape import assert_conforms
 

@@ -17,8 +17,8 @@ from nprof_report.parse.inputs import Source
 from nprof_report.parse.parallel import estimated_peak, uncompressed_size
 from nprof_report.report.build import summarise_inputs
 from nprof_report.report.jobs import Engine
-from nprof_report.report.model import build_model
-from nprof_report.report.render import render_html
+from nprof_report.report.view.model import build_model
+from nprof_report.report.view.render import render_html
 from tests.test_ranks import make_job
 
 ray = pytest.importorskip("ray")

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nprof_report.report import records
-from nprof_report.report.records import FrameRecords, Records, json_pieces
+from nprof_report.report.figures import records
+from nprof_report.report.figures.records import FrameRecords, Records, json_pieces
 
 OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE
 

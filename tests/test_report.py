@@ -13,7 +13,7 @@ import pytest
 import tinyhtml5
 
 from nprof_report.report.build import build_report
-from nprof_report.report.model import build_model
+from nprof_report.report.view.model import build_model
 from nprof_report.textout import format_time_us
 from tests.conftest import PUBLIC_TRACES
 from tests.summary_shape import assert_conforms
@@ -157,7 +157,7 @@ def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
 
 @pytest.mark.pdf
 def test_pdf_reads_data_uris_and_fetches_nothing_else(tmp_path: Path) -> None:
-    from nprof_report.report.pdf import render_pdf
+    from nprof_report.report.view.pdf import render_pdf
 
     secret = tmp_path / "secret.svg"
     secret.write_text('<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>')
@@ -254,7 +254,7 @@ def test_gap_causes_and_largest_gaps_tie_in_a_stated_order() -> None:
     out in either order from one build to the next; now by cause, and equal gaps by start."""
     import polars as pl
 
-    from nprof_report.report.summary import _gaps_record
+    from nprof_report.report.figures.summary import _gaps_record
 
     rows = {
         "step": [1, 1, 1, 2],

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import tinyhtml5
 
-from nprof_report.report.tables import MAX_ROWS
+from nprof_report.report.view.tables import MAX_ROWS
 from tests.conftest import NEURON, PUBLIC_TRACES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,7 +138,7 @@ def page_one_breaks(html: str) -> list[str]:
     """
     from weasyprint.formatting_structure.boxes import TableCellBox
 
-    from nprof_report.report.pdf import layout_pdf
+    from nprof_report.report.view.pdf import layout_pdf
 
     page = layout_pdf(html).pages[0]._page_box
     bad = []
@@ -157,10 +157,10 @@ def page_one_breaks(html: str) -> list[str]:
 
 def _html_of(paths: list[Path]) -> str:
     from nprof_report.parse import load_source, resolve
-    from nprof_report.report.analyses import analyse
-    from nprof_report.report.model import build_model
-    from nprof_report.report.render import render_html
-    from nprof_report.report.summary import build_summary
+    from nprof_report.report.figures.analyses import analyse
+    from nprof_report.report.figures.summary import build_summary
+    from nprof_report.report.view.model import build_model
+    from nprof_report.report.view.render import render_html
 
     sources = [s for p in paths for s in resolve(p).sources]
     return render_html(
@@ -209,7 +209,7 @@ def test_page_one_of_the_cpu_report_breaks_no_word(cpu_report: Path) -> None:
 @pytest.mark.slow
 def test_many_ranks_show_eight_sections_and_write_every_csv(tmp_path: Path) -> None:
     from nprof_report.report.build import build_report
-    from nprof_report.report.model import MAX_IMPLEMENTATIONS
+    from nprof_report.report.view.model import MAX_IMPLEMENTATIONS
 
     ranks = tmp_path / "ranks"
     ranks.mkdir()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nprof_report.report.safetext import csv_cell, csv_row, show_bidi
+from nprof_report.report.view.safetext import csv_cell, csv_row, show_bidi
 
 # OWASP's CSV injection examples start with these; a cell that does is read as a formula
 HOSTILE = ['=HYPERLINK("http://x","y")', "+1+2", "-2+3", "@SUM(A1)", "\tTAB", "\rCR"]

@@ -346,7 +346,7 @@ CONSTRUCTED = {
 
 
 def _points(table: dict[tuple[int, int], Any]) -> list[dict[str, Any]]:
-    from nprof_report.report.summary import compare
+    from nprof_report.report.figures.summary import compare
 
     return [
         {
@@ -359,7 +359,7 @@ def _points(table: dict[tuple[int, int], Any]) -> list[dict[str, Any]]:
 
 
 def test_crossover_from_constructed_numbers() -> None:
-    from nprof_report.report.sweep import crossover, crossover_title, sweep_findings
+    from nprof_report.report.figures.sweep import crossover, crossover_title, sweep_findings
 
     points = _points(CONSTRUCTED)
     cross = crossover(points)
@@ -389,7 +389,7 @@ def test_crossover_from_constructed_numbers() -> None:
 
 
 def test_device_overtakes_dispatch_from_constructed_numbers() -> None:
-    from nprof_report.report.sweep import sweep_findings
+    from nprof_report.report.figures.sweep import sweep_findings
 
     series = {
         "label": "fused",
@@ -472,7 +472,7 @@ def test_ops_names_each_size_of_a_sweep(wrong_run: Path) -> None:
 
 
 def test_scaling_charts_draw_every_implementation_on_log_axes() -> None:
-    from nprof_report.report import sweepchart
+    from nprof_report.report.view import sweepchart
 
     points = [
         {"elements": n, "size_label": f"{n}", "unprofiled_median_us": n / 10, "step_median_us": n}

@@ -12,12 +12,12 @@ import pytest
 from nprof_report.bundle import FileEntry, Manifest, NumericalCheck
 from nprof_report.parse.keyavg import KEY_AVERAGES
 from nprof_report.parse.neuron import StepFigures
-from nprof_report.report import columns
-from nprof_report.report import summary_types as st
-from nprof_report.report.analyses import STEP_COLUMNS
 from nprof_report.report.build import summarise_inputs
+from nprof_report.report.figures import summary_types as st
+from nprof_report.report.figures.analyses import STEP_COLUMNS
 from nprof_report.report.jobs import Engine
-from nprof_report.report.tables import Col
+from nprof_report.report.view import columns
+from nprof_report.report.view.tables import Col
 from tests.conftest import NEURON, PUBLIC, PUBLIC_TRACES
 from tests.summary_shape import assert_conforms, problems
 

@@ -224,7 +224,7 @@ def build(
     """
     if ray is None:
         runtime.prestart(list(paths))
-    from nprof_report.report.pdf import prestart as prestart_pdf  # light: no WeasyPrint here
+    from nprof_report.report.view import prestart as prestart_pdf  # light: no WeasyPrint here
 
     prestart_pdf()  # before the imports below, so that both processes import at once
     # the imports make hundreds of thousands of objects, hardly any garbage (0.05 s of the 0.8 s
@@ -311,7 +311,7 @@ def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> 
     compared implementation by implementation. Prints the paths written.
     """
     runtime.prestart([base, new])
-    from nprof_report.report.diff_build import diff_report
+    from nprof_report.report.diff import diff_report
 
     for written in diff_report(base, new, out=out, jobs=jobs, use_cache=not no_cache):
         click.echo(str(written))
@@ -319,7 +319,7 @@ def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> 
 
 
 def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
-    from nprof_report.report.diff_check import parse_threshold
+    from nprof_report.report.diff import parse_threshold
 
     try:
         return parse_threshold(value)
@@ -376,7 +376,7 @@ def check_command(
     Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
     """
     runtime.prestart([*baselines, new])
-    from nprof_report.report.diff_build import check_regression
+    from nprof_report.report.diff import check_regression
 
     failures, written = check_regression(
         new,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from nprof_report.report.diff_check import check
-from nprof_report.report.diff_compare import diff_document
-from nprof_report.report.diff_inputs import load_side
-from nprof_report.report.diff_render import diff_files
+from nprof_report.report.diff.check import check
+from nprof_report.report.diff.compare import diff_document
+from nprof_report.report.diff.inputs import load_side
+from nprof_report.report.diff.render import diff_files
 from nprof_report.report.publish import publish
 
 DEFAULT_OUT = Path("nprof-diff")

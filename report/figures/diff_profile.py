@@ -13,7 +13,7 @@ what it launched; null without launches).
 
 *Step parts.* Each step's duration split into parts that add up to it. With device activity in
 the step: the device's busy time (*device execution*) plus its idle gaps by cause
-(:func:`~nprof_report.report.breakdown.device_gaps`). Without: the host breakdown (framework
+(:func:`~nprof_report.report.figures.breakdown.device_gaps`). Without: the host breakdown (framework
 dispatch, runtime calls, waiting on the device, outside ops).
 """
 
@@ -26,9 +26,9 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
-from nprof_report.report.breakdown import merge_intervals
-from nprof_report.report.records import Records
-from nprof_report.report.summary_types import DiffProfile
+from nprof_report.report.figures.breakdown import merge_intervals
+from nprof_report.report.figures.records import Records
+from nprof_report.report.figures.summary_types import DiffProfile
 
 PARTS = (
     "framework dispatch",
@@ -290,7 +290,7 @@ def step_parts(
 ) -> dict[str, list[float]]:
     """Per part, one value per step (µs); the parts of a step add up to its duration.
 
-    ``steps`` are the per-step rows of :func:`~nprof_report.report.analyses.per_step` (host
+    ``steps`` are the per-step rows of :func:`~nprof_report.report.figures.analyses.per_step` (host
     breakdown columns), ``busy`` the device's busy intervals and ``gaps`` the device idle gaps.
     """
     busy_ns = _busy_within(

@@ -2,7 +2,7 @@
 
 Importing WeasyPrint and readying its fonts take about 0.8 s, a quarter of a small report's
 build, and need nothing from the trace. So ``build`` calls :func:`prestart` before it imports
-anything heavy: a worker process (``python -m nprof_report.report.pdf``) imports WeasyPrint and
+anything heavy: a worker process (``python -m nprof_report.report.view.pdf``) imports WeasyPrint and
 lays out a small page with the report's stylesheet (fontconfig, Pango's font map and cffi's
 types are set up at the first layout), on the second core, while this process parses, analyses
 and draws the charts. :func:`start_pdf` then hands the HTML to that worker through its stdin
@@ -50,7 +50,7 @@ from nprof_report.procs import stop
 
 __all__ = ["import_weasyprint", "layout_pdf", "prestart", "render_pdf", "start_pdf"]
 
-_WORKER = [sys.executable, "-m", "nprof_report.report.pdf"]
+_WORKER = [sys.executable, "-m", "nprof_report.report.view.pdf"]
 _LENGTH = struct.Struct("<Q")
 _READY, _OK, _FAILED = b"R", b"P", b"E"  # WeasyPrint imported; a PDF follows; an error follows
 _started: list[subprocess.Popen[bytes]] = []  # waiting for their HTML (one at most)

@@ -6,12 +6,22 @@ Templates only place what this module prepared; every number shown comes from th
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from nprof_report.report import charts
-from nprof_report.report.columns import (
+from nprof_report.report.figures import (
+    Finding,
+    ImplementationRecord,
+    Metric,
+    NeuronRecord,
+    RunRecord,
+    Summary,
+    detail_implementations,
+    metric_figures,
+)
+from nprof_report.report.view import charts
+from nprof_report.report.view.charts import Chart
+from nprof_report.report.view.columns import (
     CHAINS_COLUMNS,
     COMPARISON_COLUMNS,
     FILES_COLUMNS,
@@ -25,47 +35,17 @@ from nprof_report.report.columns import (
     TOP_OPS_COLUMNS,
     TOP_OPS_RANK,
 )
-from nprof_report.report.glossary import GLOSSARY
-from nprof_report.report.safetext import show_bidi
-from nprof_report.report.summary_types import (
-    Finding,
-    ImplementationRecord,
-    Metric,
-    NeuronRecord,
-    RunRecord,
-    Summary,
-    metric_figures,
-)
-from nprof_report.report.sweep import detail_implementations
-from nprof_report.report.tables import Table, as_number, as_us, make_table
-
-if TYPE_CHECKING:
-    from nprof_report.report.ranksection import RanksSection
-    from nprof_report.report.sweepview import SweepView
+from nprof_report.report.view.glossary import GLOSSARY
+from nprof_report.report.view.ranksection import RanksSection, ranks_section
+from nprof_report.report.view.safetext import show_bidi
+from nprof_report.report.view.sweepview import GLOSSARY as SWEEP_GLOSSARY
+from nprof_report.report.view.sweepview import SweepView, sweep_section
+from nprof_report.report.view.tables import Table, as_number, as_us, make_table
 
 MAX_IMPLEMENTATIONS = 8
 """Implementations (traces, ranks) with a section and a place in the charts."""
 MAX_FINDINGS = 25
 """Findings listed; all of them are in summary.json."""
-
-
-@dataclass(frozen=True)
-class Chart:
-    """An SVG chart, placed as an ``<img>`` with the SVG inlined in a ``data:`` URI."""
-
-    title: str
-    svg: str
-    caption: str
-
-    @property
-    def data_uri(self) -> str:
-        """The SVG as ``data:image/svg+xml;base64,…``.
-
-        Inside an ``<img>`` the SVG is read by WeasyPrint's XML parser and stays out of its HTML
-        parser and CSS cascade, where the charts' ~2,000 elements took about a third of the PDF
-        layout; browsers draw it the same either way (the page's CSP allows ``img-src data:``).
-        """
-        return "data:image/svg+xml;base64," + base64.b64encode(self.svg.encode()).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -100,8 +80,8 @@ class ReportModel:
     files: Table | None
     glossary: list[tuple[str, str]]
     generated_from: list[str]
-    sweep: SweepView | None = None  # sizes and numerical check (report/sweepview.add_sweep)
-    ranks: RanksSection | None = None  # several ranks of one job (report/ranksection.py)
+    sweep: SweepView | None = None  # sizes and numerical check (view/sweepview.py)
+    ranks: RanksSection | None = None  # several ranks of one job (view/ranksection.py)
 
 
 def build_model(summary: Summary) -> ReportModel:
@@ -148,13 +128,14 @@ def build_model(summary: Summary) -> ReportModel:
             f"The first {MAX_FINDINGS} of {len(findings):,} findings are listed; all of them "
             "are in summary.json."
         )
+    sweep = sweep_section(summary)
     return ReportModel(
         title=f"{workload.get('name', 'RMSNorm')} study: {run_id}"
         if run
         else f"Profile comparison: {run_id}",
         run_id=run_id,
         question=question,
-        verdict=_verdict(summary),
+        verdict=" ".join([_verdict(summary), *(sweep.sentences if sweep else [])]),
         headline=headline,
         comparisons=comparisons,
         findings=findings[:MAX_FINDINGS],
@@ -175,16 +156,11 @@ def build_model(summary: Summary) -> ReportModel:
         )
         if run
         else None,
-        glossary=GLOSSARY,
+        glossary=[*GLOSSARY, *(SWEEP_GLOSSARY if sweep else [])],
         generated_from=[i["trace"] for i in impls],
-        ranks=_ranks_section(summary),
+        sweep=sweep.view if sweep else None,
+        ranks=ranks_section(summary),
     )
-
-
-def _ranks_section(summary: Summary) -> RanksSection | None:
-    from nprof_report.report.ranksection import ranks_section  # it builds on this module's Chart
-
-    return ranks_section(summary)
 
 
 def _verdict(summary: Summary) -> str:

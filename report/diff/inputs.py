@@ -17,10 +17,14 @@ from typing import Any, cast
 import orjson
 
 from nprof_report.errors import InputError
-from nprof_report.report.build import analyse_inputs
-from nprof_report.report.jobs import Engine
-from nprof_report.report.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
-from nprof_report.report.summary_types import RunRecord, SideImplementation
+from nprof_report.report.figures import (
+    SUMMARY_FORMAT,
+    SUMMARY_VERSION,
+    RunRecord,
+    SideImplementation,
+    build_summary,
+)
+from nprof_report.report.jobs import Engine, analyse_inputs
 
 DIFF_FORMAT = "nprof-diff"
 DIFF_VERSION = 1

@@ -1,6 +1,6 @@
 """Scaling charts of a size sweep: time against size on log-log axes.
 
-Same conventions as :mod:`nprof_report.report.charts` (its rc settings, greyscale-safe, SVG text):
+Same conventions as :mod:`nprof_report.report.view.charts` (its rc settings, greyscale-safe, SVG text):
 the series differ by line style and marker, never by hue alone. Figures are made without pyplot,
 so importing this module selects no backend.
 """
@@ -13,8 +13,8 @@ from typing import Any
 from matplotlib import rc_context
 from matplotlib.figure import Figure
 
-from nprof_report.report.charts import _RC, SHADES
-from nprof_report.report.chartsvg import figure_svg
+from nprof_report.report.view.charts import CHART_RC, SHADES
+from nprof_report.report.view.chartsvg import figure_svg
 
 # (summary point key, legend, line style, marker)
 SCALING_SERIES = (
@@ -43,7 +43,7 @@ def scaling_by_implementation(
     n = max(len(labels), 1)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
-    with rc_context(_RC):  # type: ignore[arg-type]
+    with rc_context(CHART_RC):  # type: ignore[arg-type]
         fig = Figure(figsize=(6.4, 0.6 + 2.3 * rows))
         axes = fig.subplots(rows, cols, sharey=True, squeeze=False)
         drawn: dict[str, Any] = {}
@@ -81,7 +81,7 @@ def scaling_overlay(
     labels: list[str], points: Sequence[Sequence[Mapping[str, Any]]], key: str
 ) -> str:
     """Every implementation's ``key`` against size on one log-log axes, so crossings show."""
-    with rc_context(_RC):  # type: ignore[arg-type]
+    with rc_context(CHART_RC):  # type: ignore[arg-type]
         fig = Figure(figsize=(6.2, 2.8))
         ax = fig.subplots()
         sizes: dict[int, str] = {}

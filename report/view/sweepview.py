@@ -1,27 +1,31 @@
 """The sweep and the numerical check in the report: charts, tables and the page-1 sentences.
 
 Everything comes from ``summary["sweep"]`` and ``summary["numerical_check"]``
-(:mod:`nprof_report.report.sweep`); ``templates/sweep.html.j2`` places it.
+(:mod:`nprof_report.report.figures.sweep`); ``templates/sweep.html.j2`` places it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report import sweepchart
-from nprof_report.report.columns import NUMERICAL_CHECK_COLUMNS, SWEEP_COLUMNS, SWEEP_TIME_COLUMNS
-from nprof_report.report.model import Chart, ReportModel
-from nprof_report.report.summary_types import (
+from nprof_report.report.figures import (
     CheckRecord,
     ComparisonPoint,
     Metric,
     Summary,
     SweepRecord,
+    crossover_title,
     metric_figures,
 )
-from nprof_report.report.sweep import crossover_title
-from nprof_report.report.tables import Table, make_table
+from nprof_report.report.view import sweepchart
+from nprof_report.report.view.charts import Chart
+from nprof_report.report.view.columns import (
+    NUMERICAL_CHECK_COLUMNS,
+    SWEEP_COLUMNS,
+    SWEEP_TIME_COLUMNS,
+)
+from nprof_report.report.view.tables import Table, make_table
 
 GLOSSARY = [
     (
@@ -160,13 +164,23 @@ def check_sentence(checks: list[CheckRecord]) -> str | None:
     )
 
 
-def add_sweep(model: ReportModel, summary: Summary) -> ReportModel:
-    """The model with the sweep's section and the page-1 sentences, when the summary has them."""
+@dataclass(frozen=True)
+class SweepSection:
+    """The sweep's section, and the sentences it adds to page 1's verdict (the model places
+    both, with :data:`GLOSSARY`)."""
+
+    view: SweepView
+    sentences: list[str]
+
+
+def sweep_section(summary: Summary) -> SweepSection | None:
+    """The sweep's section and page-1 sentences, when the summary has a sweep or a numerical
+    check."""
     checks = summary.get("numerical_check") or []
     sweep = summary.get("sweep")
     if not checks and not sweep:
-        return model
-    sentences = [model.verdict]
+        return None
+    sentences = []
     tables = []
     charts: list[Chart] = []
     intro = ""
@@ -194,6 +208,4 @@ def add_sweep(model: ReportModel, summary: Summary) -> ReportModel:
     view = SweepView(
         "Sizes and numerical check" if sweep else "Numerical check", intro, charts, tables
     )
-    return replace(
-        model, verdict=" ".join(sentences), sweep=view, glossary=[*model.glossary, *GLOSSARY]
-    )
+    return SweepSection(view, sentences)

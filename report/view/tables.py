@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report.safetext import csv_row
+from nprof_report.report.view.safetext import csv_row
 from nprof_report.textout import format_time_us
 
 MAX_ROWS = 25
@@ -44,7 +44,7 @@ class Cell:
 class CsvRows:
     """Every row of a table as its CSV holds them, made while the CSV is written (a table of
     100,000 op names is not copied into lists first), text that a spreadsheet would read as a
-    formula quoted as text (:func:`~nprof_report.report.safetext.csv_row`)."""
+    formula quoted as text (:func:`~nprof_report.report.view.safetext.csv_row`)."""
 
     records: Sequence[Mapping[str, Any]]
     keys: tuple[str, ...]

@@ -16,19 +16,16 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
-from nprof_report.report.charts import _RC
-from nprof_report.report.chartsvg import figure_svg
-from nprof_report.report.diff_compare import (
+from nprof_report.report.diff.compare import (
     MAX_OP_ROWS,
     SERIES_WORDS,
     STEP_METRICS,
     TOP_MOVERS,
 )
-from nprof_report.report.diff_compare import METRIC_WORDS as STEP_WORDS
-from nprof_report.report.pdf import render_pdf
+from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
+from nprof_report.report.figures import json_pieces
 from nprof_report.report.publish import Content, Streamed
-from nprof_report.report.records import json_pieces
-from nprof_report.report.render import environment
+from nprof_report.report.view import CHART_RC, environment, figure_svg, render_pdf
 
 
 @dataclass(frozen=True)
@@ -81,7 +78,7 @@ def waterfall_svg(wf: dict[str, Any]) -> str:
     the total; bars labelled with their values, no numbered axis."""
     parts = wf["parts"]
     names = [p["part"] for p in parts] + ["step time (total)"]
-    with plt.rc_context(_RC):  # type: ignore[arg-type]
+    with plt.rc_context(CHART_RC):  # type: ignore[arg-type]
         fig, ax = plt.subplots(figsize=(6.2, 0.6 + 0.32 * len(names)))
         left = 0.0
         spans = []

@@ -31,15 +31,15 @@ from nprof_report.parse import (
     TraceMeta,
     key_averages,
 )
-from nprof_report.report.breakdown import (
+from nprof_report.report.figures.breakdown import (
     device_gaps,
     host_breakdown,
     op_chains,
     op_context,
     timeline,
 )
-from nprof_report.report.diff_profile import diff_profile
-from nprof_report.report.summary_types import Chain, DiffProfile, TimelineBar
+from nprof_report.report.figures.diff_profile import diff_profile
+from nprof_report.report.figures.summary_types import Chain, DiffProfile, TimelineBar
 
 STEP_COLUMNS = pl.Schema(
     {

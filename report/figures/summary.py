@@ -7,7 +7,7 @@ Schema ``nprof-summary`` version 1 (documented in the README):
   ``step_time_us`` (n, median, mean, min, max, p25, p75, iqr, stdev), ``headline`` (the page-1
   figures), ``top_ops`` and ``key_averages`` rows, ``links`` (count per kind and method),
   ``diff_profile`` (per-step op series and step parts that ``diff`` and ``check`` compare,
-  :mod:`~nprof_report.report.diff_profile`);
+  :mod:`~nprof_report.report.figures.diff_profile`);
 * ``comparisons[]``: each implementation against the baseline (the first one);
 * ``findings[]``: ranked rule results, each with its evidence;
 * ``caveats[]``: recovered damage and warnings;
@@ -28,12 +28,12 @@ import polars as pl
 
 from nprof_report.bundle import Manifest
 from nprof_report.parse import NeuronFigures
-from nprof_report.report.analyses import ImplementationAnalysis
-from nprof_report.report.breakdown import median_step
-from nprof_report.report.findings import find
-from nprof_report.report.ranks import RankFigures, cross_rank
-from nprof_report.report.records import FrameRecords
-from nprof_report.report.summary_types import (
+from nprof_report.report.figures.analyses import ImplementationAnalysis
+from nprof_report.report.figures.breakdown import median_step
+from nprof_report.report.figures.findings import find
+from nprof_report.report.figures.ranks import RankFigures, cross_rank
+from nprof_report.report.figures.records import FrameRecords
+from nprof_report.report.figures.summary_types import (
     Comparison,
     ComparisonFigures,
     Gaps,

@@ -34,9 +34,9 @@ from typing import Any, cast
 import polars as pl
 
 from nprof_report.parse import LoadedSource
-from nprof_report.report.analyses import ImplementationAnalysis
-from nprof_report.report.comms import comm_per_step
-from nprof_report.report.summary_types import (
+from nprof_report.report.figures.analyses import ImplementationAnalysis
+from nprof_report.report.figures.comms import comm_per_step
+from nprof_report.report.figures.summary_types import (
     Finding,
     RankRow,
     RanksRecord,

@@ -11,12 +11,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report.columns import KEY_AVERAGES_COLUMNS, RANKS_COLUMNS
-from nprof_report.report.model import Chart
-from nprof_report.report.rankcharts import step_heatmap
-from nprof_report.report.records import Tagged
-from nprof_report.report.summary_types import Summary
-from nprof_report.report.tables import Col, Table, as_text, as_us, make_table
+from nprof_report.report.figures import Summary, Tagged
+from nprof_report.report.view.charts import Chart
+from nprof_report.report.view.columns import KEY_AVERAGES_COLUMNS, RANKS_COLUMNS
+from nprof_report.report.view.rankcharts import step_heatmap
+from nprof_report.report.view.tables import Col, Table, as_text, as_us, make_table
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
-from nprof_report.report.summary_types import Chain, TimelineBar
+from nprof_report.report.figures.summary_types import Chain, TimelineBar
 
 GAP_CAUSES = (
     "host dispatch",

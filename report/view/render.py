@@ -9,8 +9,8 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from nprof_report.report.model import ReportModel
-from nprof_report.report.safetext import show_bidi
+from nprof_report.report.view.model import ReportModel
+from nprof_report.report.view.safetext import show_bidi
 
 
 @lru_cache(maxsize=1)

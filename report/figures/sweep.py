@@ -9,7 +9,7 @@ every implementation's check against the reference at every size (any run captur
 0.1 or later with ``format_minor`` 1).
 
 Crossover rule: at each size an implementation is *faster*, *slower* or *within noise* against the
-baseline by the comparison rule of :func:`~nprof_report.report.summary.compare` (un-profiled time
+baseline by the comparison rule of :func:`~nprof_report.report.figures.summary.compare` (un-profiled time
 when both have it, else profiled steps). The crossover is the smallest size from which the verdict
 at the largest size holds at every larger size.
 """
@@ -20,11 +20,11 @@ from dataclasses import asdict, replace
 from typing import cast
 
 from nprof_report.bundle import Manifest, elements, size_label
-from nprof_report.report.analyses import ImplementationAnalysis
-from nprof_report.report.findings import SEVERITY_RANK, Severity
-from nprof_report.report.ranks import RankFigures
-from nprof_report.report.summary import build_summary, compare, headline
-from nprof_report.report.summary_types import (
+from nprof_report.report.figures.analyses import ImplementationAnalysis
+from nprof_report.report.figures.findings import SEVERITY_RANK, Severity
+from nprof_report.report.figures.ranks import RankFigures
+from nprof_report.report.figures.summary import build_summary, compare, headline
+from nprof_report.report.figures.summary_types import (
     CheckRecord,
     ComparisonFigures,
     ComparisonPoint,
@@ -55,7 +55,7 @@ def summarise(
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
 ) -> Summary:
-    """:func:`~nprof_report.report.summary.build_summary`, plus the sweep and the numerical check
+    """:func:`~nprof_report.report.figures.summary.build_summary`, plus the sweep and the numerical check
     (``ranks`` as there; a sweep is one process, so it has no ranks)."""
     sizes = sorted({s for a in analyses if (s := _size_of(a)) is not None}, key=elements)
     if len(sizes) < 2 or manifest is None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from nprof_report.report import ranks
-from nprof_report.report.summary_types import (
+from nprof_report.report.figures import ranks
+from nprof_report.report.figures.summary_types import (
     Comparison,
     Finding,
     ImplementationRecord,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from nprof_report.report.tables import (
+from nprof_report.report.view.tables import (
     Col,
     as_number,
     as_sci,

@@ -10,8 +10,8 @@ import numpy as np
 from matplotlib import colormaps, rc_context
 from matplotlib.figure import Figure
 
-from nprof_report.report.charts import _RC
-from nprof_report.report.chartsvg import figure_svg
+from nprof_report.report.view.charts import CHART_RC
+from nprof_report.report.view.chartsvg import figure_svg
 
 MAX_RANK_LABELS = 32
 MAX_STEP_LABELS = 24
@@ -22,7 +22,7 @@ def step_heatmap(ranks: list[int], steps: list[int], step_time_us: list[list[flo
     values = np.array(
         [[np.nan if v is None else v / 1000 for v in row] for row in step_time_us], dtype=float
     )
-    with rc_context(_RC):  # type: ignore[arg-type]
+    with rc_context(CHART_RC):  # type: ignore[arg-type]
         height = min(9.0, 1.0 + 0.16 * len(ranks))
         fig = Figure(figsize=(6.2, height))
         ax = fig.subplots()

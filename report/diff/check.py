@@ -1,12 +1,12 @@
 """``check``: is NEW a regression against the baseline, beyond the threshold and the noise?
 
-A metric fails when the lower end of its 95 % interval (:mod:`~nprof_report.report.diff_stats`)
+A metric fails when the lower end of its 95 % interval (:mod:`~nprof_report.report.diff.stats`)
 lies above ``max_regression_pct`` of BASE's median: the regression is larger than the threshold
 even at the favourable end of the noise. With too few steps to estimate the noise the
 difference itself is compared with the threshold.
 
 With several baseline runs the noise is the spread between runs instead
-(:func:`~nprof_report.report.diff_stats.between_runs`): NEW's median against the baseline runs'
+(:func:`~nprof_report.report.diff.stats.between_runs`): NEW's median against the baseline runs'
 mean, with the 95 % prediction interval of one more run. On a shared machine two captures of the
 same code differ by more than the steps within one capture show; the baselines' spread measures it.
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from nprof_report.errors import InputError
-from nprof_report.report.diff_compare import METRIC_WORDS, SERIES_WORDS, difference_record
-from nprof_report.report.diff_stats import BETWEEN_RUNS_METHOD, between_runs
+from nprof_report.report.diff.compare import METRIC_WORDS, SERIES_WORDS, difference_record
+from nprof_report.report.diff.stats import BETWEEN_RUNS_METHOD, between_runs
 
 OP_METRICS = {"step": "host_total_us", "device": "device_total_us", "dispatch": "launch_us"}
 DEFAULT_MAX_REGRESSION_PCT = 5.0

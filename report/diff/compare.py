@@ -2,8 +2,8 @@
 
 Implementations are paired by label (a run's implementation names); two sides of one
 implementation each are paired whatever their labels. Ops are aligned by path
-(:mod:`~nprof_report.report.diff_profile`): name plus enclosing ops. Every difference is NEW's
-median over steps minus BASE's, with the interval of :mod:`~nprof_report.report.diff_stats`.
+(:mod:`~nprof_report.report.figures.diff_profile`): name plus enclosing ops. Every difference is NEW's
+median over steps minus BASE's, with the interval of :mod:`~nprof_report.report.diff.stats`.
 
 An aligned op has *moved* when the larger of its host self and device self differences (its
 *impact* on the step) exceeds the noise and is at least :data:`MOVED_MIN_SHARE_PCT` of BASE's
@@ -23,9 +23,8 @@ from typing import Any
 
 from nprof_report import __version__
 from nprof_report.errors import InputError
-from nprof_report.report.diff_inputs import DIFF_FORMAT, DIFF_VERSION, Side
-from nprof_report.report.diff_profile import OP_SERIES, PARTS
-from nprof_report.report.diff_stats import (
+from nprof_report.report.diff.inputs import DIFF_FORMAT, DIFF_VERSION, Side
+from nprof_report.report.diff.stats import (
     CONFIDENCE,
     MAX_BOOTSTRAP_STEPS,
     METHOD,
@@ -34,8 +33,7 @@ from nprof_report.report.diff_stats import (
     Difference,
     differences,
 )
-from nprof_report.report.records import Listed
-from nprof_report.report.summary_types import DiffProfile, SideImplementation
+from nprof_report.report.figures import OP_SERIES, PARTS, DiffProfile, Listed, SideImplementation
 
 MOVED_MIN_SHARE_PCT = 1.0
 # rows the pages show (diff.json and the CSVs hold every row)
