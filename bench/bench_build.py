@@ -16,7 +16,7 @@ The peak resident memory of the process is printed after each stage of the first
 ``analyse`` parses each trace, or reads its frames from the parse cache when that is warm, as
 ``build`` does; set ``NPROF_NO_CACHE=1`` to parse every time.
 
-``--suite`` measures the inputs the README's figures are for: the RMSNorm run given with
+``--suite`` measures the inputs docs/figures.md's figures are for: the RMSNorm run given with
 ``--run`` (if any), each trace in ``fixtures/public``, a folder of four rank traces, a trace with
 2,000-character names and one with 100,000 distinct names (both CONSTRUCTED by
 ``bench/make_name_trace.py``). For each it runs, in fresh processes, the stages above (one repeat,

@@ -90,7 +90,7 @@ def test_charts_are_cropped_as_bbox_inches_tight_crops(make: str) -> None:
         fig.legend(loc="lower center", bbox_to_anchor=(0.5, -0.3), frameon=False)
         return fig
 
-    with rc_context(charts._RC):  # type: ignore[arg-type]
+    with rc_context(charts.CHART_RC):  # type: ignore[arg-type]
         ours, reference = chartsvg.figure_svg(figure()), _reference(figure())
     assert _size(ours) == pytest.approx(_size(reference), abs=1e-3)
     x, y, width, height = map(float, ElementTree.fromstring(ours).get("viewBox", "").split())

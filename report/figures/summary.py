@@ -1,6 +1,6 @@
 """Analyses into ``summary.json``: every number the report shows, in one versioned document.
 
-Schema ``nprof-summary`` version 1 (documented in the README):
+Schema ``nprof-summary`` version 1 (documented in docs/file-formats.md):
 
 * ``run``: provenance from the manifest (null fields when the input was a bare trace);
 * ``implementations[]``: per source, ``label``, ``trace``, ``status``, ``steps`` (per-step rows),
