@@ -265,7 +265,7 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
     :func:`nprof_report.parse.load_sources` or :func:`~nprof_report.parse.load_source`)."""
     source = loaded.source
     frames, extra = loaded.frames, loaded.neuron_device_ns
-    ctx = op_context(frames.ops)
+    ctx = op_context(frames.ops, frames.links)
     steps = per_step(frames, ctx, extra)
     notes = list(frames.notes) + loaded.notes
     if steps.is_empty():

@@ -46,7 +46,7 @@ GLOSSARY: list[tuple[str, str]] = [
     ),
     (
         "Host breakdown of the median step",
-        "Self times on the thread that dispatched the step's ops, which add up to the step: framework dispatch (ops, nested annotations), runtime calls made inside ops (launches), waiting on the device (runtime calls outside any op: the loop's synchronize), and outside ops (Python between ops, prof.step()).",
+        "Each instant of the step, on the thread that dispatched its ops, goes to exactly one part, that of the innermost event running then (the one started last), so the parts are never negative and add up to the step whatever overlaps the trace holds: framework dispatch (ops, nested annotations, Python frames), runtime calls made by ops (launches: nested in an op or linked to it), waiting on the device (runtime calls no op made: the loop's synchronize), and outside ops (no event: Python between ops, prof.step()). Where events nest properly, each part is the sum of their self times.",
     ),
     (
         "Launch → device start",

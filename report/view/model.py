@@ -221,20 +221,16 @@ def _charts(impls: list[ImplementationRecord]) -> list[Chart]:
             charts.stacked_breakdown(
                 labels,
                 {
-                    "framework dispatch (op self time)": [
-                        m["framework_us"] if m else 0.0 for m in med
-                    ],
+                    "framework dispatch (ops)": [m["framework_us"] if m else 0.0 for m in med],
                     "runtime calls in ops": [m["runtime_us"] if m else 0.0 for m in med],
                     "waiting on the device (calls outside ops)": [
                         m["sync_us"] if m else 0.0 for m in med
                     ],
-                    "outside ops (Python, prof.step)": [
-                        max(m["outside_us"] if m else 0.0, 0.0) for m in med
-                    ],
+                    "outside ops (Python, prof.step)": [m["outside_us"] if m else 0.0 for m in med],
                 },
                 "µs in the median step (the bar adds up to that step's duration)",
             ),
-            "Self times on the thread that dispatched the step's ops; device execution overlaps these and is shown in the timeline.",
+            "Each instant of the step on the thread that dispatched its ops goes to the innermost event running then; device execution overlaps these and is shown in the timeline.",
         )
     )
     out.append(
