@@ -69,6 +69,7 @@ def _task(
     source: Source,
     use_cache: bool,
     env: dict[str, str | None],
+    step_annotation: str | None = None,
 ) -> Any:
     """In a Ray worker: the driver's cache settings, then parse and aggregate."""
     wanted = {DECODE_WORKERS_ENV: str(TASK_CPUS)} | {k: v for k, v in env.items() if v}
@@ -79,7 +80,7 @@ def _task(
         else:
             os.environ[key] = value
     try:
-        loaded = load_source(source, use_cache=use_cache)
+        loaded = load_source(source, use_cache=use_cache, step_annotation=step_annotation)
     except InputError as exc:
         return _Failed(type(exc), str(exc.path), exc.problem, exc.hint)
     return job(source, loaded)
@@ -133,9 +134,11 @@ def run_on_ray(
     use_cache: bool = True,
     cpus: int | None = None,
     keep_going: bool = False,
+    step_annotation: str | None = None,
 ) -> tuple[list[T | InputError], list[str]]:
     """``job(source, loaded)`` of every source in a Ray task; results in source order (an
-    InputError where a source failed), and notes for the report's caveats.
+    InputError where a source failed), and notes for the report's caveats. ``step_annotation``
+    as in :func:`~.sources.load_source`.
 
     Without ``keep_going`` the first failure in source order is raised and the other tasks are
     cancelled.
@@ -151,7 +154,9 @@ def run_on_ray(
         memory = {i: _declared_memory(s, cap, notes) for i, s in enumerate(sources)}
         refs: dict[int, Any] = {}
         for i in sorted(memory, key=lambda i: (-memory[i], i)):  # largest first packs best
-            refs[i] = remote.options(memory=memory[i]).remote(job, sources[i], use_cache, env)
+            refs[i] = remote.options(memory=memory[i]).remote(
+                job, sources[i], use_cache, env, step_annotation
+            )
         out: list[T | InputError] = []
         for i, source in enumerate(sources):
             result = _outcome(refs[i], source)

@@ -257,6 +257,7 @@ def load_sources(
     jobs: int | None = None,
     memory_limit: int | None = None,
     use_cache: bool = True,
+    step_annotation: str | None = None,
 ) -> Iterator[LoadedSource]:
     """:func:`~.sources.load_source` of each source in order, the traces parsed in parallel first.
 
@@ -266,4 +267,4 @@ def load_sources(
     for i, source in enumerate(sources):
         if i in failures:
             raise failures[i]
-        yield load_source(source, use_cache=use_cache)
+        yield load_source(source, use_cache=use_cache, step_annotation=step_annotation)

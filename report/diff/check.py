@@ -150,7 +150,7 @@ def _line(label: str, what: str, rec: dict[str, Any], threshold: float) -> str:
     interval = (
         f"interval {rec['low_pct']:+.1f} % to {rec['high_pct']:+.1f} %"
         if rec["low_pct"] is not None
-        else "noise not estimable"
+        else rec.get("spread") or "noise not estimable"
     )
     return (
         f"{label}: {what} {rec['delta_pct']:+.1f} % ({rec['base_us']} -> {rec['new_us']} µs; "

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.records import Listed, Tagged, json_pieces
     from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
     from nprof_report.report.figures.summary_types import (
+        ONE_STEP,
         CheckRecord,
         ComparisonPoint,
         DiffProfile,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.sweep import crossover_title, detail_implementations, summarise
 
 __all__ = [
+    "ONE_STEP",
     "OP_SERIES",
     "PARTS",
     "SUMMARY_FORMAT",
@@ -81,6 +83,7 @@ _HOME = {
     "Listed": "records",
     "Metric": "summary_types",
     "NeuronRecord": "summary_types",
+    "ONE_STEP": "summary_types",
     "OP_SERIES": "diff_profile",
     "PARTS": "diff_profile",
     "RankFigures": "ranks",

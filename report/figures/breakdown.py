@@ -48,10 +48,31 @@ GAP_CAUSES = (
 )
 
 
-def op_context(ops: pl.DataFrame, links: pl.DataFrame | None = None) -> pl.DataFrame:
+def op_context(
+    ops: pl.DataFrame, links: pl.DataFrame | None = None, steps: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """Add ``under_op`` (an ``op`` is among the ancestors), ``top_id`` (outermost op, or null)
     and ``launch`` (a runtime call made by a framework op: nested in one, or linked by an
-    ``op->runtime`` link of ``links`` to an op or to a scope inside one)."""
+    ``op->runtime`` link of ``links`` to an op or to a scope inside one).
+
+    A step's own event recorded as an op (``ProfilerStep#N`` in the 2021 layout, category
+    ``Operator``) is an annotation here, as later layouts record it: the ops of the step are
+    not nested in an op (``key_averages`` keeps it an op, as PyTorch does).
+    """
+    if steps is not None and steps.height and "name" in steps.columns:
+        own = steps.select(
+            pl.col("name").alias("_name"), "start_ns", "end_ns", _own=pl.lit(True)
+        ).unique(["_name", "start_ns", "end_ns"])
+        ops = (
+            ops.with_columns(_name=pl.col("name").cast(pl.String))
+            .join(own, on=["_name", "start_ns", "end_ns"], how="left", maintain_order="left")
+            .with_columns(
+                cls=pl.when(pl.col("_own").fill_null(False) & (pl.col("cls") == "op"))
+                .then(pl.lit("annotation", pl.Categorical()))
+                .otherwise(pl.col("cls"))
+            )
+            .drop("_name", "_own")
+        )
     order = ops.sort("depth")
     cls = dict(zip(order["event_id"].to_list(), order["cls"].to_list()))
     under: dict[int, bool] = {}
@@ -75,8 +96,10 @@ def op_context(ops: pl.DataFrame, links: pl.DataFrame | None = None) -> pl.DataF
     by_op = pl.lit(False)
     if links is not None and links.height:
         in_op = ctx.filter((pl.col("cls") == "op") | pl.col("under_op"))["event_id"]
-        made = links.filter((pl.col("kind") == "op->runtime") & pl.col("src_id").is_in(in_op))
-        by_op = pl.col("event_id").is_in(made["dst_id"])
+        made = links.filter(
+            (pl.col("kind") == "op->runtime") & pl.col("src_id").is_in(in_op.implode())
+        )
+        by_op = pl.col("event_id").is_in(made["dst_id"].implode())
     return ctx.with_columns(launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op))
 
 
@@ -102,7 +125,7 @@ def host_events(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """:func:`main_thread`'s events without the steps' own annotations (``ProfilerStep#N``, or
     the user annotation whose instances are the steps: same name, start and end as its step)."""
     inside = main_thread(ctx)
-    is_step = pl.col("name").cat.starts_with("ProfilerStep#")
+    is_step = pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
     if "name" in steps.columns:
         bounds = steps.select(
             "step",

@@ -9,7 +9,11 @@ from __future__ import annotations
 GLOSSARY: list[tuple[str, str]] = [
     (
         "Step time",
-        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps.",
+        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps. In a trace without ProfilerStep#N, of one iteration as the step rule finds it.",
+    ),
+    (
+        "Step rule",
+        "What a step is, per trace (step_rule in summary.json, and each section's description): ProfilerStep (the ProfilerStep#N annotations of the profiler's schedule); annotation:NAME (without them, the instances of the user annotation NAME that repeats at the top of the thread that dispatches the ops, looking through annotations that occur once; PyTorch's own such as Optimizer.step#… are never picked; --step-annotation NAME picks one by hand); window (otherwise the whole profiled window, from the first event to the end of the last, is one step). Every per-step figure, comparison, diff, check and the cross-rank section work on these steps; where a side has one step there is no spread, and the report says 'one step: no spread' instead of a noise verdict.",
     ),
     (
         "Framework ops per step",

@@ -113,7 +113,11 @@ def build_model(summary: Summary) -> ReportModel:
         f"Difference from the baseline ({labels[0] if labels else '–'})",
         "comparisons.csv",
         COMPARISON_COLUMNS,
-        summary["comparisons"],
+        # where a side has one step, the noise cell says so instead of a verdict
+        [
+            {**c, "step_exceeds_noise": c["step_spread"]} if c.get("step_spread") else c
+            for c in summary["comparisons"]
+        ],
     )
     shown = impls[:MAX_IMPLEMENTATIONS]
     findings = summary["findings"]
@@ -189,10 +193,10 @@ def _verdict(summary: Summary) -> str:
         comp = next((c for c in summary["comparisons"] if c["label"] == best["label"]), None)
         metric: Metric = "unprofiled" if key == "unprofiled_median_us" else "step"
         noise = "exceeds" if comp and metric_figures(comp, metric)[2] else "does not exceed"
-        text += (
-            f" against {as_us(base_time)} for {base['label']} ({ratio:.2f}× faster); "
-            f"the difference {noise} the run-to-run noise."
-        )
+        judged = f"the difference {noise} the run-to-run noise."
+        if metric == "step" and comp and comp.get("step_spread"):
+            judged = f"{comp['step_spread']}, so no noise verdict."
+        text += f" against {as_us(base_time)} for {base['label']} ({ratio:.2f}× faster); {judged}"
     else:
         text += f", the baseline ({base['label']}) itself."
     ops = [(i["label"], i["headline"].get("framework_ops_per_step")) for i in impls]
@@ -358,9 +362,20 @@ def _section(impl: ImplementationRecord, shown: bool = True) -> ImplementationSe
     for n, neuron in enumerate(impl.get("neuron") or []):
         tables.append(_neuron_table(neuron, f"{slug}-neuron-steps-{n}.csv"))
     description = (impl.get("description") or impl["trace"]) + (
-        f". Device time from: {impl['device_time_source']}."
+        f". Device time from: {impl['device_time_source']}. Steps: {step_rule_words(impl)}."
     )
     return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
+
+
+def step_rule_words(impl: ImplementationRecord) -> str:
+    """What the steps of ``impl`` are, in words (its ``step_rule``, ``parse/steps.py``)."""
+    rule = impl.get("step_rule") or "ProfilerStep"
+    n = impl["headline"]["steps"]
+    if rule.startswith("annotation:"):
+        return f"the {n} instances of the user annotation {rule[len('annotation:') :]!r}"
+    if rule == "window":
+        return "no ProfilerStep#N annotations: the whole profiled window is one step"
+    return f"the {n} ProfilerStep#N annotations"
 
 
 def _neuron_table(neuron: NeuronRecord, csv: str) -> Table:

@@ -190,6 +190,15 @@ _keep_going = click.option(
     is_flag=True,
     help="Skip a trace that cannot be parsed and name it among the caveats, instead of stopping.",
 )
+_step_annotation = click.option(
+    "--step-annotation",
+    "step_annotation",
+    default=None,
+    metavar="NAME",
+    help="The user annotation (record_function name) whose instances are the steps [default: "
+    "ProfilerStep#N; without them, a user annotation that repeats at the top of the thread that "
+    "dispatches the ops; else the whole profiled window is one step].",
+)
 _no_cache = click.option(
     "--no-cache",
     is_flag=True,
@@ -209,6 +218,7 @@ _no_cache = click.option(
 @_no_cache
 @_ray
 @_keep_going
+@_step_annotation
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
@@ -216,6 +226,7 @@ def build(
     no_cache: bool,
     ray: str | None,
     keep_going: bool,
+    step_annotation: str | None,
 ) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
@@ -233,7 +244,13 @@ def build(
         from nprof_report.report.build import build_report
 
     for written in build_report(
-        list(paths), out=out, jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going
+        list(paths),
+        out=out,
+        jobs=jobs,
+        use_cache=not no_cache,
+        ray=ray,
+        keep_going=keep_going,
+        step_annotation=step_annotation,
     ):
         click.echo(str(written))
     return LEAVE_FAST
@@ -263,6 +280,7 @@ def build(
 @_no_cache
 @_ray
 @_keep_going
+@_step_annotation
 def ops(
     path: Path,
     fmt: str,
@@ -273,6 +291,7 @@ def ops(
     no_cache: bool,
     ray: str | None,
     keep_going: bool,
+    step_annotation: str | None,
 ) -> str:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run.
 
@@ -283,7 +302,13 @@ def ops(
     from nprof_report.report.jobs import Engine
     from nprof_report.report.opsview import render_ops
 
-    engine = Engine(jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going)
+    engine = Engine(
+        jobs=jobs,
+        use_cache=not no_cache,
+        ray=ray,
+        keep_going=keep_going,
+        step_annotation=step_annotation,
+    )
     text, notes = render_ops(path, fmt=fmt, limit=limit, engine=engine, by_rank=by_rank)
     click.echo(text)
     if not quiet:
@@ -304,7 +329,15 @@ def ops(
 )
 @_jobs
 @_no_cache
-def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> str:
+@_step_annotation
+def diff(
+    base: Path,
+    new: Path,
+    out: Path,
+    jobs: int | None,
+    no_cache: bool,
+    step_annotation: str | None,
+) -> str:
     """Compare NEW against BASE: which ops moved beyond the noise, and where step time went.
 
     BASE and NEW are anything build accepts, or a stored summary.json / diff.json; runs are
@@ -313,7 +346,9 @@ def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> 
     runtime.prestart([base, new])
     from nprof_report.report.diff import diff_report
 
-    for written in diff_report(base, new, out=out, jobs=jobs, use_cache=not no_cache):
+    for written in diff_report(
+        base, new, out=out, jobs=jobs, use_cache=not no_cache, step_annotation=step_annotation
+    ):
         click.echo(str(written))
     return LEAVE_FAST
 
@@ -361,6 +396,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
 )
 @_jobs
 @_no_cache
+@_step_annotation
 def check_command(
     new: Path,
     baselines: tuple[Path, ...],
@@ -370,6 +406,7 @@ def check_command(
     out: Path | None,
     jobs: int | None,
     no_cache: bool,
+    step_annotation: str | None,
 ) -> str:
     """Exit 1 when NEW regressed against the baseline beyond the threshold and the noise.
 
@@ -387,6 +424,7 @@ def check_command(
         out=out,
         jobs=jobs,
         use_cache=not no_cache,
+        step_annotation=step_annotation,
     )
     for path in written:
         click.echo(str(path))
