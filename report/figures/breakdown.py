@@ -127,21 +127,11 @@ def host_events(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     inside = main_thread(ctx)
     is_step = pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
     if "name" in steps.columns:
-        bounds = steps.select(
-            "step",
-            pl.col("name").alias("_step_name"),
-            pl.col("start_ns").alias("_s0"),
-            pl.col("end_ns").alias("_e0"),
-        )
-        inside = inside.join(bounds, on="step", how="left", maintain_order="left")
-        is_step = is_step | (
-            (pl.col("name").cast(pl.String) == pl.col("_step_name"))
-            & (pl.col("start_ns") == pl.col("_s0"))
-            & (pl.col("end_ns") == pl.col("_e0"))
-        ).fill_null(False)
-        return inside.filter(~((pl.col("cls") == "annotation") & is_step)).drop(
-            "_step_name", "_s0", "_e0"
-        )
+        keys = steps.select("step", pl.col("name").alias("_name"), "start_ns", "end_ns").unique()
+        own = inside.select(
+            "event_id", "step", "start_ns", "end_ns", _name=pl.col("name").cast(pl.String)
+        ).join(keys, on=["step", "_name", "start_ns", "end_ns"], how="semi")["event_id"]
+        is_step = is_step | pl.col("event_id").is_in(own.implode())
     return inside.filter(~((pl.col("cls") == "annotation") & is_step))
 
 
