@@ -36,6 +36,7 @@ from nprof_report.parse.inputs import Source
 from nprof_report.parse.parallel import estimated_peak, uncompressed_size
 from nprof_report.parse.read.workerpool import DECODE_WORKERS_ENV
 from nprof_report.parse.sources import LoadedSource, load_source
+from nprof_report.quiet import adopted
 
 try:
     import ray
@@ -143,6 +144,20 @@ def run_on_ray(
     Without ``keep_going`` the first failure in source order is raised and the other tasks are
     cancelled.
     """
+    # quietly: Ray's log records (its token-authentication banner) become our notes
+    with adopted("ray"):
+        return _run(job, sources, address, use_cache, cpus, keep_going, step_annotation)
+
+
+def _run(
+    job: Callable[[Source, LoadedSource], T],
+    sources: Sequence[Source],
+    address: str,
+    use_cache: bool,
+    cpus: int | None,
+    keep_going: bool,
+    step_annotation: str | None,
+) -> tuple[list[T | InputError], list[str]]:
     started = _connect(address, cpus)
     try:
         notes: list[str] = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from nprof_report import __version__, runtime
+from nprof_report import __version__, quiet, runtime
 from nprof_report.errors import NprofError
 from nprof_report.runtime import LEAVE_FAST
 
@@ -53,6 +53,8 @@ class _Group(click.Group):
 def cli(ctx: click.Context, debug: bool) -> None:
     """Turn PyTorch profiler captures into design-review evidence (HTML, PDF, CSV, JSON)."""
     ctx.obj = {"debug": debug}
+    # libraries' warnings and log records as our notes (--debug: as they are), for the command
+    ctx.with_resource(quiet.catching(debug))
 
 
 @cli.command()
@@ -447,6 +449,11 @@ def main() -> None:
     runtime.tune()
     signal.signal(signal.SIGTERM, _on_sigterm)
     debug = "--debug" in sys.argv[1:]
+    if debug:
+        os.environ[quiet.DEBUG_ENV] = "1"  # the workers show their libraries' output raw too
+    # only our lines on stderr: what libraries write below Python is held, and gone through at
+    # exit (nprof_report/quiet.py)
+    quiet.hold_descriptor(debug)
     try:
         code = cli.main(standalone_mode=False)
         sys.stdout.flush()  # a full disk or a closed pipe behind stdout is met here, not later
