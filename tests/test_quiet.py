@@ -88,3 +88,24 @@ def test_the_library_is_named_by_its_package() -> None:
     site = Path(logging.__file__).parent / "site-packages" / "matplotlib" / "figure.py"
     assert quiet._library_of(str(site)) == "matplotlib"
     assert quiet._library_of("/somewhere/script.py") == "script"
+
+
+def test_the_suites_check_knows_our_lines_from_the_libraries() -> None:
+    """What tests/conftest.py fails a CLI run on: the lines issue 27 saw, and none of ours."""
+    ours = [
+        "nprof-report: note: trace.json: 1 of 2 device activities have no link to a framework op",
+        "nprof-report: error: t.json: is not valid JSON",
+        "Usage: nprof-report build [OPTIONS] [PATHS]...",
+        "Try 'nprof-report build --help' for help.",
+        "",
+        "Error: Invalid value for '--max-regression': 'lots' is not a percentage like 5%",
+        "naive: done ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 4/4 0:00:02",
+    ]
+    theirs = [
+        "/usr/lib/python3/site-packages/matplotlib/figure.py:3524: UserWarning: " + TIGHT,
+        "  fig.tight_layout()",
+        "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt "
+        "out. For more information, see https://docs.ray.io/en/latest/ray-security/token-auth.html",
+        "USDT:2026-12-03 19:16:58 7531:7531 SyncActivityProfilerHandler.cpp:52] profiler_start",
+    ]
+    assert foreign_lines("\n".join(ours + theirs)) == theirs

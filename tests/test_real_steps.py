@@ -30,7 +30,7 @@ from nprof_report.report.figures import ONE_STEP, analyse
 from nprof_report.report.jobs import Engine
 from nprof_report.report.view.model import build_model
 from nprof_report.report.view.render import render_html
-from tests.conftest import PUBLIC, PUBLIC_TRACES
+from tests.conftest import PUBLIC, PUBLIC_TRACES, foreign_lines
 from tests.trace_transforms import load, rank_job, stretch, write
 
 SIMPLE_ADD = PUBLIC_TRACES["cuda2023"]  # HTA's benchmark trace: annotations, no ProfilerStep#N
@@ -355,6 +355,7 @@ def test_ray_local_gives_the_local_pools_summary(job: Path, tmp_path: Path) -> N
         check=False,
     )
     assert on_ray.returncode == 0, on_ray.stderr
+    assert foreign_lines(on_ray.stderr) == []  # Ray started quietly: no token banner
     a = json.loads((tmp_path / "local" / "summary.json").read_text())
     b = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert a == b
