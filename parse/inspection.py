@@ -16,6 +16,7 @@ empty.
 from __future__ import annotations
 
 import json
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +61,7 @@ INSPECT_VERSION = "1.0"
 # unlinked device time above this share of all device time makes the report's op figures incomplete
 UNLINKED_LIMIT_PCT = 1.0
 # the whole file is decoded for its top-level keys only up to this size (a second copy in memory)
-TOP_LEVEL_LIMIT = 1 << 30
+TOP_LEVEL_LIMIT = 256 << 20
 PHASES = {"X": "complete", "i": "instant", "I": "instant", "s": "flow", "f": "flow", "t": "flow"}
 PHASES |= {"M": "metadata", "C": "counter", "B": "begin", "E": "end", "b": "async", "e": "async"}
 
@@ -129,32 +130,44 @@ def inspect_frames(source: Source) -> tuple[dict[str, Any], TraceFrames | None]:
 
 
 def file_facts(path: Path) -> dict[str, Any]:
-    """Size, gzip, the top-level JSON type and its keys other than ``traceEvents``."""
+    """Size, gzip, the top-level JSON type and its keys other than ``traceEvents`` (``None``, and
+    ``valid_json`` None, for a file above :data:`TOP_LEVEL_LIMIT` decompressed: decoding it whole
+    a second time would hold it twice in memory)."""
     with open_trace(path) as f:
         size, gz = f.size, f.gzip
-        stated = f.stated_size()
-        data = f.read_all() if stated <= TOP_LEVEL_LIMIT else b""
+        decoded = f.stated_size() <= TOP_LEVEL_LIMIT
+        data = f.read_all() if decoded else _head(f.raw.read(1 << 16), gz)
     top: Any = None
-    if data:
+    if decoded and data:
         try:
             top = orjson.loads(data)
         except orjson.JSONDecodeError:
             top = None
-    head = data.lstrip()[:1]
+    head = data.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
     kind = {b"{": "object", b"[": "array"}.get(head, "unknown")
     keys = {k: v for k, v in top.items() if k != "traceEvents"} if isinstance(top, dict) else {}
     return {
         "size_bytes": size,
         "gzip": gz,
         "top_level": kind,
-        "valid_json": top is not None,
-        "top_level_keys": {k: type_name(v) for k, v in sorted(keys.items())},
+        "valid_json": (top is not None) if decoded else None,
+        "top_level_keys": ({k: type_name(v) for k, v in sorted(keys.items())} if decoded else None),
         "versions": {
             k: v
             for k, v in sorted(keys.items())
             if "version" in k.lower() and isinstance(v, (int, float, str))
         },
     }
+
+
+def _head(chunk: bytes, gz: bool) -> bytes:
+    """The first decompressed bytes of a file whose first bytes are ``chunk``."""
+    if not gz:
+        return chunk
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(chunk, 1 << 10)
+    except zlib.error:
+        return b""
 
 
 def type_name(value: Any) -> str:
@@ -209,7 +222,7 @@ def trace_part(
     meta = frames.meta
     events = frames.events if frames.events is not None else pl.DataFrame()
     facts = file_facts(path)
-    if not facts["valid_json"] and facts["top_level"] != "unknown":
+    if facts["valid_json"] is False and facts["top_level"] != "unknown":
         warnings.append(
             f"{path.name}: the file is not valid JSON as a whole; the events were recovered "
             "as build recovers them (see the notes)"

@@ -45,7 +45,7 @@ def _trace_lines(t: dict[str, Any]) -> list[tuple[str, str, str]]:
     drv = t["privateuse1_driver"]
     lines = [
         (
-            OK if f["valid_json"] else NOTE,
+            NOTE if f["valid_json"] is False else OK,
             "file",
             f"{_size(f['size_bytes'])}{' gzip' if f['gzip'] else ''}, JSON {f['top_level']}, "
             f"schemaVersion {f['schemaVersion']}, {f['timestamp_convention']} timestamps, "

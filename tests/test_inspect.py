@@ -404,3 +404,41 @@ def test_no_name_or_value_reaches_the_fingerprint(
     assert fp["categories"]["cpu_op"]["count"] == len(ops)
     assert fp["categories"]["cpu_op"]["args"]["Call stack"] == ["str"]
     assert fp["distributed_keys"] == ["backend", "rank", "world_size"]
+
+
+def test_neuron_config_recorded_at_capture_is_reported(tmp_path: Path) -> None:
+    tree = tmp_path / "fused"
+    shutil.copytree(NEURON / "fused", tree)
+    record = {
+        "format": "nprof-neuron-capture",
+        "neuron_config": {
+            "passed": {"modes": "[DEVICE, RUNTIME]", "profile_output_dir": str(tree)},
+            "dropped": ["correlate_device_time: unexpected keyword argument"],
+        },
+        "environment": {},
+    }
+    (tree / "neuron-capture.json").write_text(json.dumps(record), encoding="utf-8")
+    (session,) = inspect_path(tree).document["sources"][0]["neuron"]
+    assert session["neuron_config"] == {
+        "recorded": True,
+        "passed": ["modes", "profile_output_dir"],
+        "dropped": ["correlate_device_time: unexpected keyword argument"],
+    }
+    (fp,) = fingerprint_path(tree)["sources"][0]["neuron"]
+    assert fp["neuron_config"] == {
+        "passed": ["modes", "profile_output_dir"],
+        "dropped": ["correlate_device_time"],
+    }
+    assert str(tmp_path) not in json.dumps(fp)
+
+
+def test_a_file_too_large_to_decode_twice_keeps_its_kind_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import nprof_report.parse.inspection as inspection
+
+    monkeypatch.setattr(inspection, "TOP_LEVEL_LIMIT", 10)
+    gz = PUBLIC / "kineto-cuda-2022-ddp-train-test.json.gz"
+    facts = inspection.file_facts(gz)
+    assert (facts["gzip"], facts["top_level"], facts["valid_json"]) == (True, "object", None)
+    assert facts["top_level_keys"] is None
