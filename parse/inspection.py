@@ -121,9 +121,24 @@ def inspect_frames(source: Source) -> tuple[dict[str, Any], TraceFrames | None]:
         mine = [s for s in sessions if s.process_id is not None and str(s.process_id) in pids]
         sessions = mine or sessions
     out["neuron"] = [neuron_part(s, frames, warnings, incomplete) for s in sessions]
+    out["device_time_source"] = device_time_source(out)
     out["warnings"] = warnings
     out["incomplete"] = incomplete
     return out, frames
+
+
+def device_time_source(part: dict[str, Any]) -> str:
+    """Where the ops' device time comes from, as ``build`` decides it (``LoadedSource``):
+    ``privateuse1_driver`` rows read as executions, else the Neuron system trace through the
+    link chain, else trace.json's device activities; ``none`` when there is none."""
+    trace = part["trace"]
+    if trace is not None and trace["privateuse1_driver"]["meaning"] == "device":
+        return "trace.json privateuse1_driver rows (device executions)"
+    if any(n["chain"] and n["chain"]["driver_linked_to_neuron_rt"] for n in part["neuron"]):
+        return "Neuron system trace (nc_exec_running, linked through nrt_sequence_id)"
+    if trace is not None and trace["device_activities"]["total"]:
+        return "trace.json device activities"
+    return "none"
 
 
 # ----------------------------------------------------------------------------- the trace

@@ -17,6 +17,7 @@ import orjson
 from nprof_report.parse import inspect_and_fingerprint, inspect_path
 
 OK, NOTE, BAD = "[ok]", "[..]", "[!!]"
+WARNINGS_SHOWN = 8  # per source in the checklist; --format json has them all
 
 
 def _size(n: int) -> str:
@@ -170,13 +171,18 @@ def checklist(doc: dict[str, Any]) -> str:
     for s in doc["sources"]:
         out.append(f"\n== {s['label']}")
         rows = _trace_lines(s["trace"]) if s["trace"] is not None else []
+        source = s["device_time_source"]
+        rows.append((NOTE if source == "none" else OK, "device time from", source))
         for n in s["neuron"]:
             rows += _neuron_lines(n)
         width = max((len(r[1]) for r in rows), default=0)
         out += [f"  {mark} {what.ljust(width)}  {text}" for mark, what, text in rows]
         if s["warnings"]:
+            shown = s["warnings"][:WARNINGS_SHOWN]
             out.append("  warnings:")
-            out += [f"    - {w}" for w in s["warnings"]]
+            out += [f"    - {w}" for w in shown]
+            if len(s["warnings"]) > len(shown):
+                out.append(f"    ({len(s['warnings']) - len(shown)} more: --format json)")
     for note in doc["notes"]:
         out.append(f"note: {note}")
     reasons = [r for s in doc["sources"] for r in s["incomplete"]]

@@ -71,6 +71,7 @@ def test_public_2023_cuda_trace_counts_links_and_steps(tmp_path: Path) -> None:
     assert trace["file"]["timestamp_convention"] == "absolute-us"
     assert trace["file"]["schemaVersion"] == 1
     assert source["incomplete"] == []
+    assert source["device_time_source"] == "trace.json device activities"
     fp_text = fp_file.read_text(encoding="utf-8")
     fp = json.loads(fp_text)
     cats = fp["sources"][0]["trace"]["categories"]
@@ -141,10 +142,12 @@ def test_neuron_233_tree_schema_driver_rows_and_clock_offset() -> None:
         "via": "schema dump",
     }
     assert renamed["start_ts"]["via"] == "alias"
+    assert doc["sources"][0]["device_time_source"].startswith("Neuron system trace")
     # the device-execution tree (README: each driver row is the execution, 700 ns later on the
     # trace.json clock than the system trace's nc_exec_running)
     doc = inspect_path(NEURON / "device_exec").document
     (source,) = doc["sources"]
+    assert source["device_time_source"].startswith("trace.json privateuse1_driver rows")
     driver = source["trace"]["privateuse1_driver"]
     assert driver["meaning"] == "device"
     assert driver["rows"] == 9
