@@ -74,6 +74,7 @@ class Inspection:
 
     @property
     def incomplete(self) -> list[str]:
+        """Every source's reasons for exit 1, in order."""
         return [r for s in self.document["sources"] for r in s["incomplete"]]
 
 
@@ -305,6 +306,7 @@ def trace_part(
             "total": total_ns / 1000,
             "linked": linked_ns / 1000,
             "unlinked_pct": round(unlinked_pct, 3),
+            "unlinked_limit_pct": UNLINKED_LIMIT_PCT,
         },
         "partial_overlaps": int(frames.facts.get("partial_overlaps", 0)),
         "distributed": {

@@ -72,10 +72,10 @@ def _trace_lines(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             + f", {dev['unlinked']} unlinked",
         ),
         (
-            BAD if dt["unlinked_pct"] > 1.0 else OK,
+            BAD if dt["unlinked_pct"] > dt["unlinked_limit_pct"] else OK,
             "device time",
             f"{dt['total']:.3f} µs, {dt['linked']:.3f} µs linked, {dt['unlinked_pct']:.3f} % "
-            "unlinked (limit 1 %)",
+            f"unlinked (limit {dt['unlinked_limit_pct']:g} %)",
         ),
         (
             OK if not t["partial_overlaps"] else NOTE,

@@ -260,7 +260,18 @@ def _structure(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("tree", ["fused", "schema12", "device_exec", "eager_naive"])
+@pytest.mark.parametrize(
+    "tree",
+    [
+        "fused",
+        "schema12",
+        "device_exec",
+        "eager_naive",
+        "edge/multi_neff_session",
+        "edge/runtime_only",
+        "edge/no_device_profile",
+    ],
+)
 def test_a_tree_made_from_a_fingerprint_has_the_same_inspect_structure(
     tree: str, tmp_path: Path
 ) -> None:
@@ -273,8 +284,9 @@ def test_a_tree_made_from_a_fingerprint_has_the_same_inspect_structure(
         capture_output=True,
         timeout=120,
     )
-    (trace,) = out.rglob("trace.json")
-    assert "from a capture's fingerprint" in json.loads(trace.read_text())["nprof_constructed"]
+    for trace in out.rglob("trace.json"):
+        assert "from a capture's fingerprint" in json.loads(trace.read_text())["nprof_constructed"]
+    assert (out / "CONSTRUCTED.md").is_file()
     original = _structure(inspect_path(NEURON / tree).document)
     rebuilt = _structure(inspect_path(out).document)
     assert rebuilt == original
