@@ -83,7 +83,15 @@ def inspect_and_fingerprint(path: Path) -> tuple[Inspection, dict[str, Any]]:
                 ],
             }
         )
-    fingerprint = {"nprof_fingerprint": FINGERPRINT_VERSION, "sources": sources}
+    m = inputs.manifest
+    run = None
+    if m is not None:  # the tool and SDK versions a run recorded (torch, torch-neuronx, ...)
+        run = {
+            "backend": m.backend,
+            "tool_version": version_value(m.tool_version),
+            "versions": {k: version_value(v) for k, v in sorted(m.versions.items())},
+        }
+    fingerprint = {"nprof_fingerprint": FINGERPRINT_VERSION, "run": run, "sources": sources}
     return inspection_of(path, inputs, shown_sources), fingerprint
 
 

@@ -90,9 +90,18 @@ def inspect_path(path: Path) -> Inspection:
 
 def inspection_of(path: Path, inputs: Inputs, sources: list[dict[str, Any]]) -> Inspection:
     """The document of ``path`` from its sources' parts."""
+    m = inputs.manifest
     doc = {
         "inspect_version": INSPECT_VERSION,
         "path": str(path),
+        "run": None
+        if m is None
+        else {
+            "backend": m.backend,
+            "device": m.device,
+            "tool_version": m.tool_version,
+            "versions": dict(sorted(m.versions.items())),
+        },
         "notes": list(inputs.notes),
         "sources": sources,
         "complete": not any(s["incomplete"] for s in sources),

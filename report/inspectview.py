@@ -65,29 +65,34 @@ def _trace_lines(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             + ("" if steps["count"] else f" ({steps['rule_detail']})"),
         ),
         (
-            OK if not dev["unlinked"] else NOTE,
-            "device",
-            f"{dev['total']} activities, {dev['linked']} linked to an op"
-            + (f" ({_counts(dev['linked_by'])})" if dev["linked_by"] else "")
-            + f", {dev['unlinked']} unlinked",
-        ),
-        (
-            BAD if dt["unlinked_pct"] > dt["unlinked_limit_pct"] else OK,
-            "device time",
-            f"{dt['total']:.3f} µs, {dt['linked']:.3f} µs linked, {dt['unlinked_pct']:.3f} % "
-            f"unlinked (limit {dt['unlinked_limit_pct']:g} %)",
-        ),
-        (
             OK if not t["partial_overlaps"] else NOTE,
             "overlaps",
             f"{t['partial_overlaps']} events partially overlap another on their thread",
         ),
     ]
+    if dev["total"]:  # a CPU-only trace has none: its "device time from" line says so
+        lines[3:3] = [
+            (
+                OK if not dev["unlinked"] else NOTE,
+                "device",
+                f"{dev['total']} activities, {dev['linked']} linked to an op"
+                + (f" ({_counts(dev['linked_by'])})" if dev["linked_by"] else "")
+                + f", {dev['unlinked']} unlinked",
+            ),
+            (
+                BAD if dt["unlinked_pct"] > dt["unlinked_limit_pct"] else OK,
+                "device time",
+                f"{dt['total']:.3f} µs, {dt['linked']:.3f} µs linked, {dt['unlinked_pct']:.3f} % "
+                f"unlinked (limit {dt['unlinked_limit_pct']:g} %)",
+            ),
+        ]
     if dist:
         lines.append((OK, "distributed", ", ".join(f"{k} {v}" for k, v in dist.items())))
     if t["device_properties"]:
-        names = sorted({str(p.get("name")) for p in t["device_properties"]})
-        lines.append((OK, "devices", f"{len(t['device_properties'])}: {', '.join(names)}"))
+        names = sorted({str(p["name"]) for p in t["device_properties"] if p.get("name")})
+        lines.append(
+            (OK, "devices", f"{len(t['device_properties'])}: {', '.join(names) or 'not named'}")
+        )
     if drv["meaning"] != "none":
         lines.append(
             (OK, "driver rows", f"{drv['rows']} read as {drv['meaning']}: {drv['evidence']}")
@@ -168,6 +173,10 @@ def _neuron_lines(n: dict[str, Any]) -> list[tuple[str, str, str]]:
 def checklist(doc: dict[str, Any]) -> str:
     """The document as the checklist (module docstring)."""
     out = [f"nprof-report inspect {doc['path']} (inspect {doc['inspect_version']})"]
+    run = doc["run"]
+    if run is not None:
+        versions = ", ".join(f"{k} {v}" for k, v in run["versions"].items() if v)
+        out.append(f"run: {run['backend']} on {run['device']}; {versions}")
     for s in doc["sources"]:
         out.append(f"\n== {s['label']}")
         rows = _trace_lines(s["trace"]) if s["trace"] is not None else []

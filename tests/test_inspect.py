@@ -457,3 +457,30 @@ def test_a_file_too_large_to_decode_twice_keeps_its_kind_only(
     facts = inspection.file_facts(gz)
     assert (facts["gzip"], facts["top_level"], facts["valid_json"]) == (True, "object", None)
     assert facts["top_level_keys"] is None
+
+
+def test_a_real_cpu_run_steps_versions_and_fingerprint(cpu_run: Path, tmp_path: Path) -> None:
+    """A real capture of this machine: every implementation's ProfilerStep#N steps, counted here
+    with json, and the run's versions; no op name reaches the fingerprint."""
+    inspection = inspect_path(cpu_run)
+    doc = inspection.document
+    assert doc["run"]["backend"] == "cpu"
+    assert doc["run"]["versions"]["torch"]
+    assert len(doc["sources"]) == 3  # naive, fused, compiled
+    names: set[str] = set()
+    for source in doc["sources"]:
+        trace_path = Path(source["trace"]["file"]["path"])
+        events = json.loads(trace_path.read_text(encoding="utf-8"))["traceEvents"]
+        steps = {
+            e["name"]
+            for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+        }
+        assert source["trace"]["steps"]["count"] == len(steps) == 4
+        assert source["trace"]["steps"]["rule"] == "ProfilerStep#N"
+        assert source["device_time_source"] == "none"
+        names |= {e["name"] for e in events if e.get("cat") in ("cpu_op", "user_annotation")}
+    assert doc["complete"] is True
+    text = json.dumps(fingerprint_path(cpu_run))
+    assert json.loads(text)["run"]["versions"]["torch"] == doc["run"]["versions"]["torch"]
+    assert sorted(n for n in names if f'"{n}"' in text or n in text) == []
