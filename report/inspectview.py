@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from nprof_report.errors import InputError
 from nprof_report.parse import inspect_and_fingerprint, inspect_path
 
 OK, NOTE, BAD = "[ok]", "[..]", "[!!]"
@@ -222,7 +223,10 @@ def run_inspect(path: Path, *, fmt: str, fingerprint: Path | None) -> tuple[str,
 def write_json(path: Path, doc: dict[str, Any]) -> None:
     """Write ``doc`` to ``path`` through a temporary file in the same folder."""
     folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    except OSError as exc:
+        raise InputError(path, f"cannot be written ({exc.strerror or exc})") from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")

@@ -111,6 +111,13 @@ def test_exit_codes_0_1_2(tmp_path: Path) -> None:
     bad = _cli(str(ROOT / "fixtures" / "broken" / "garbage.json"))
     assert bad.returncode == 2
     assert bad.stderr.count("\n") == 1 and "garbage.json" in bad.stderr
+    nowhere = tmp_path / "no-such-folder" / "fp.json"
+    unwritable = _cli(str(SIMPLE_ADD), "--fingerprint", str(nowhere))
+    assert unwritable.returncode == 2
+    assert (
+        unwritable.stderr
+        == f"nprof-report: error: {nowhere}: cannot be written (No such file or directory)\n"
+    )
 
 
 def test_device_time_not_linked_above_one_percent_is_incomplete(tmp_path: Path) -> None:
