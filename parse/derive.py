@@ -144,6 +144,14 @@ def _derive(
         links=links,
         steps=steps,
         notes=notes,
+        facts={
+            "partial_overlaps": int(overlaps),
+            "privateuse1_driver": {
+                "meaning": driver.meaning,
+                "rows": driver.rows,
+                "evidence": driver.evidence,
+            },
+        },
     )
 
 

@@ -21,6 +21,8 @@ from nprof_report.runtime import LEAVE_FAST
 
 # what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
 REGRESSION = "regression"
+# what ``inspect`` returns when the report's numbers would be incomplete: exit code 1 as well
+INCOMPLETE = "incomplete"
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -293,6 +295,38 @@ def ops(
 
 
 @cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: a checklist; json: the document (docs/inspect.md).",
+)
+@click.option(
+    "--fingerprint",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Also write the capture's structure, with no name or value from it, to FILE (JSON).",
+)
+def inspect(path: Path, fmt: str, fingerprint: Path | None) -> str:
+    """Say what a capture holds and how each part was read, before trusting a report of it.
+
+    PATH is anything build accepts. Exit 0: nothing is wrong; 1: something makes the report's
+    numbers incomplete (listed last); 2: bad input.
+    """
+    from nprof_report.report.inspectview import run_inspect
+
+    text, complete = run_inspect(path, fmt=fmt, fingerprint=fingerprint)
+    click.echo(text)
+    if fingerprint is not None:
+        click.echo(f"nprof-report: fingerprint written to {fingerprint}", err=True)
+    return LEAVE_FAST if complete else INCOMPLETE
+
+
+@cli.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option(
@@ -446,8 +480,8 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
-    if code in (LEAVE_FAST, REGRESSION):
-        runtime.leave(1 if code == REGRESSION else 0)
+    if code in (LEAVE_FAST, REGRESSION, INCOMPLETE):
+        runtime.leave(0 if code == LEAVE_FAST else 1)
 
 
 def _quiet_stdout() -> None:
