@@ -17,7 +17,7 @@ from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
-    from nprof_report.report.figures.diff_profile import OP_SERIES, PARTS
+    from nprof_report.report.figures.diff_profile import COUNT_SERIES, DECLARED, OP_SERIES, PARTS
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import Listed, Tagged, json_pieces
     from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.sweep import crossover_title, detail_implementations, summarise
 
 __all__ = [
+    "COUNT_SERIES",
+    "DECLARED",
     "OP_SERIES",
     "PARTS",
     "SUMMARY_FORMAT",
@@ -73,7 +75,9 @@ __all__ = [
 # where each name lives (relative to this package)
 _HOME = {
     "CheckRecord": "summary_types",
+    "COUNT_SERIES": "diff_profile",
     "ComparisonPoint": "summary_types",
+    "DECLARED": "diff_profile",
     "DiffProfile": "summary_types",
     "Finding": "summary_types",
     "ImplementationAnalysis": "analyses",

@@ -262,6 +262,8 @@ class DiffProfile(TypedDict):
     step_us: list[float]
     parts_us: dict[str, list[float]]
     ops: Sequence[dict[str, Any]]  # a list, or .records.Records until written
+    # bytes_moved / flops per call, where the run's manifest declares them
+    declared: NotRequired[dict[str, float]]
 
 
 class ImplementationRecord(TypedDict):

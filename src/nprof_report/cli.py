@@ -380,13 +380,40 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="Allowed slowdown, in percent of the baseline's median.",
 )
 @click.option(
+    "--max-count-increase",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Allowed increase of a structural count per step (framework ops, runtime calls, "
+    "device activities, declared bytes or FLOPs).",
+)
+@click.option(
     "--metric",
     "metrics",
     multiple=True,
-    type=click.Choice(["step", "device", "dispatch"]),
-    help="What to check (repeatable) [default: step].",
+    type=click.Choice(
+        [
+            "step",
+            "device",
+            "dispatch",
+            "ops",
+            "runtime-calls",
+            "device-activities",
+            "bytes",
+            "flops",
+        ]
+    ),
+    help="What to check (repeatable): times (step, device, dispatch) and counts per step (ops, "
+    "runtime-calls, device-activities; bytes, flops where the study declares them) "
+    "[default: step and every count].",
 )
 @click.option("--op", "ops", multiple=True, help="Check these ops' metrics instead (repeatable).")
+@click.option(
+    "--strict-time",
+    is_flag=True,
+    help="Let the time verdict fail the gate even where it cannot decide: one baseline (noise "
+    "between runs unknown) or baselines that disagree by more than --max-regression.",
+)
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -399,34 +426,43 @@ def check_command(
     new: Path,
     baselines: tuple[Path, ...],
     max_regression: float,
+    max_count_increase: int,
     metrics: tuple[str, ...],
     ops: tuple[str, ...],
+    strict_time: bool,
     out: Path | None,
     jobs: int | None,
     no_cache: bool,
 ) -> str:
-    """Exit 1 when NEW regressed against the baseline beyond the threshold and the noise.
+    """Exit 1 when NEW does more work per step than the baseline, or is slower beyond the
+    threshold and the noise where time can decide.
 
-    Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
+    Exit 0: no regression; 1: one line per failure on stderr; 2: bad input. Notes on stderr say
+    what the exit code rests on: with one baseline, or baselines that disagree by more than
+    the threshold, the time verdict is advice (unless --strict-time).
     """
     runtime.prestart([*baselines, new])
     from nprof_report.report.diff import check_regression
 
-    failures, written = check_regression(
+    gate = check_regression(
         new,
         list(baselines),
         max_regression_pct=max_regression,
-        metrics=list(metrics) or ["step"],
+        metrics=list(metrics) or None,
         ops=list(ops),
+        max_count_increase=max_count_increase,
+        strict_time=strict_time,
         out=out,
         jobs=jobs,
         use_cache=not no_cache,
     )
-    for path in written:
+    for path in gate.written:
         click.echo(str(path))
-    for line in failures:
+    for line in gate.failures:
         click.echo(f"nprof-report: regression: {line}", err=True)
-    return REGRESSION if failures else LEAVE_FAST
+    for line in gate.notes:
+        click.echo(f"nprof-report: note: {line}", err=True)
+    return REGRESSION if gate.failures else LEAVE_FAST
 
 
 class _Terminated(KeyboardInterrupt):
