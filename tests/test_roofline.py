@@ -291,3 +291,42 @@ def test_findings_name_the_gap_and_never_use_a_point_above_the_peak() -> None:
     assert "5× the time" in finding["evidence"]
     above = _record("fused", 130.0, 5.0)
     assert roofline_findings([naive, above]) == []  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("trace", "device", "peak_gbps"),
+    [
+        ("kineto-cuda-b200-eager.json.gz", "NVIDIA B200", 8000),
+        ("kineto-cuda-h100-bert-small-inference.json.gz", "NVIDIA H100 SXM", 3350),
+        ("kineto-cuda-2022-ddp-train-test.json.gz", "NVIDIA V100 SXM2", 900),
+        ("kineto-cuda-2023-cupti-profiler.json.gz", None, None),  # A100-PG509-200: not listed
+    ],
+)
+def test_gpu_peaks_are_matched_on_the_public_traces_device_properties_name(
+    trace: str, device: str | None, peak_gbps: float | None
+) -> None:
+    from nprof_report.bundle import Manifest
+    from nprof_report.report.figures.roofline import resolve_peak
+    from nprof_report.report.jobs import analyse_inputs
+    from tests.conftest import PUBLIC
+
+    analyses = analyse_inputs([PUBLIC / trace], Engine(jobs=1)).analyses
+    manifest = Manifest(  # CONSTRUCTED: the manifest a CUDA capture of this device would write
+        run_id="r",
+        created_utc="",
+        command=[],
+        backend="cuda",
+        device="",
+        host={},
+        versions={},
+        workload={"dtype": "bfloat16"},
+        schedule={},
+        profiler={},
+        environment={},
+    )
+    basis = resolve_peak(manifest, analyses, PeakOverride())
+    assert basis["peak_gbps"] == peak_gbps
+    if device is None:
+        assert basis["note"] and "A100-PG509-200" in basis["note"]
+    else:
+        assert basis["device"] == device and basis["peak_kind"] == "published"

@@ -130,15 +130,25 @@ def resolve_peak(
     }
 
 
-def _points(summary: Summary, manifest: Manifest) -> list[tuple[str, list[int], Headline]]:
+def _points(
+    summary: Summary, manifest: Manifest, analyses: Sequence[ImplementationAnalysis]
+) -> list[tuple[str, list[int], Headline]]:
     """(label, size, headline) of every implementation at every size."""
     sweep = summary.get("sweep")
     if sweep:
         return [(s["label"], p["size"], p) for s in sweep["series"] for p in s["points"]]
-    sizes = manifest.sizes
-    if len(sizes) != 1:
-        return []
-    return [(i["label"], sizes[0], i["headline"]) for i in summary["implementations"]]
+    # one size: each source's own (a sweep of which one size was captured), else the run's
+    sizes = {
+        a.label: list(a.implementation.size)
+        for a in analyses
+        if a.implementation is not None and a.implementation.size
+    }
+    only = manifest.sizes[0] if len(manifest.sizes) == 1 else None
+    return [
+        (i["label"], size, i["headline"])
+        for i in summary["implementations"]
+        if (size := sizes.get(i["label"], only)) is not None
+    ]
 
 
 def _time(head: Headline) -> tuple[float | None, Literal["device", "unprofiled"] | None]:
@@ -171,7 +181,7 @@ def roofline(
     peak_bw, peak_fl = basis["peak_gbps"], basis["peak_gflops"]
     ridge = basis["ridge_flops_per_byte"]
     records: list[RooflineRecord] = []
-    for label, size, head in _points(summary, manifest):
+    for label, size, head in _points(summary, manifest, analyses):
         declared = work.get(tuple(size))
         if declared is None:
             continue
