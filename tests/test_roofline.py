@@ -145,7 +145,7 @@ def test_studies_declare_their_work_and_bad_declarations_are_refused() -> None:
     plain = Study("s", [Implementation("a", "a", abs)], make_inputs=lambda *a: (1,))
     assert plain.work((4,), "float32") is None
     with pytest.raises(StudyError, match="bytes_moved is not callable"):
-        Study("s", [Implementation("a", "a", abs)], make_inputs=lambda *a: (1,), bytes_moved=3)  # type: ignore[arg-type]
+        Study("s", [Implementation("a", "a", abs)], make_inputs=lambda *a: (1,), bytes_moved=3)
     negative = Study(
         "s", [Implementation("a", "a", abs)], make_inputs=lambda *a: (1,), flops=lambda s, d: -1
     )
@@ -282,7 +282,7 @@ def test_findings_name_the_gap_and_never_use_a_point_above_the_peak() -> None:
     from nprof_report.report.figures.roofline import roofline_findings
 
     naive, fused = _record("naive", 14.0, 50.0), _record("fused", 71.0, 10.0)
-    (finding,) = roofline_findings([naive, fused])  # type: ignore[list-item]
+    (finding,) = roofline_findings([naive, fused])
     assert finding["rule"] == "roofline-gap"
     assert (
         finding["title"]
@@ -290,7 +290,7 @@ def test_findings_name_the_gap_and_never_use_a_point_above_the_peak() -> None:
     )
     assert "5× the time" in finding["evidence"]
     above = _record("fused", 130.0, 5.0)
-    assert roofline_findings([naive, above]) == []  # type: ignore[list-item]
+    assert roofline_findings([naive, above]) == []
 
 
 @pytest.mark.parametrize(
@@ -330,3 +330,20 @@ def test_gpu_peaks_are_matched_on_the_public_traces_device_properties_name(
         assert basis["note"] and "A100-PG509-200" in basis["note"]
     else:
         assert basis["device"] == device and basis["peak_kind"] == "published"
+
+
+def test_page_one_names_the_closest_the_most_wasteful_and_what_is_above_the_peak() -> None:
+    from nprof_report.report.view.rooflineview import sentences
+
+    records = [
+        _record("naive", 14.0, 50.0),
+        _record("fused", 71.0, 10.0),
+        _record("compiled", 130.0, 5.0),
+        {**_record("fused", 99.0, 1.0), "size": [4, 512], "size_label": "4×512"},
+    ]
+    basis: Any = {"peak_kind": "published", "device": "trn1.32xlarge", "peak_gbps": 410.0}
+    assert sentences(records, basis) == [
+        "Roofline at 64×4096: the closest to the hardware limit is fused, at 71 % of the peak "
+        "memory bandwidth (410 GB/s, published); naive wastes the most bandwidth, at 14 % for "
+        "the same declared bytes; compiled is above the peak, a caveat rather than a result."
+    ]

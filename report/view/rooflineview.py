@@ -119,6 +119,12 @@ def sentences(records: list[RooflineRecord], basis: RooflineBasis) -> list[str]:
             f"; {worst['label']} wastes the most bandwidth, at {worst['pct_of_peak_bw']:.3g} % "
             "for the same declared bytes"
         )
+    above = [r["label"] for r in records if r["size"] == largest["size"] and r["above_peak"]]
+    if above:
+        text += (
+            f"; {', '.join(above)} {'is' if len(above) == 1 else 'are'} above the peak, a caveat "
+            "rather than a result"
+        )
     return [text + "."]
 
 
