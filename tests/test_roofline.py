@@ -347,3 +347,21 @@ def test_page_one_names_the_closest_the_most_wasteful_and_what_is_above_the_peak
         "memory bandwidth (410 GB/s, published); naive wastes the most bandwidth, at 14 % for "
         "the same declared bytes; compiled is above the peak, a caveat rather than a result."
     ]
+
+
+@pytest.mark.capture
+@pytest.mark.pdf
+def test_build_takes_peak_overrides_on_the_command_line(sweep_run: Path, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from nprof_report.cli import cli
+
+    out = tmp_path / "rep"
+    result = CliRunner().invoke(
+        cli, ["build", str(sweep_run), "--out", str(out), "--peak-gflops", "50"]
+    )
+    assert result.exit_code == 0, result.output
+    basis = json.loads((out / "summary.json").read_text())["roofline_basis"]
+    assert basis["peak_gflops"] == 50 and "--peak-gflops 50 (command line)" in basis["peak_source"]
+    refused = CliRunner().invoke(cli, ["build", str(sweep_run), "--peak-gbps", "0"])
+    assert refused.exit_code == 2 and "--peak-gbps" in refused.output

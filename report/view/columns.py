@@ -192,7 +192,7 @@ def _as_pct_of_peak(x: float | None) -> str:
     """A share of the peak; above 100 % it is flagged, never read as a result (see caveats)."""
     if x is None:
         return "–"
-    return f"{x:.3g} %" + (" (above peak)" if x > 100 else "")
+    return f"{x:g} %" + (" (above peak)" if x > 100 else "")
 
 
 ROOFLINE_COLUMNS = [
@@ -200,16 +200,16 @@ ROOFLINE_COLUMNS = [
     Col("Size", "size_label", as_text, 1.2, text=True),
     Col("Bytes", "bytes", lambda v: "–" if v is None else f"{v:,}", 1.3),
     Col("FLOPs", "flops", lambda v: "–" if v is None else f"{v:,}", shown=False),
-    Col("FLOPs / byte", "intensity", as_sci),
+    Col("FLOPs / byte", "intensity", as_number),
     Col("Time / call", "time_us", as_us),
     Col("Time source", "time_source", as_text, shown=False),
-    Col("GB/s", "achieved_gbps", as_sci),
+    Col("GB/s", "achieved_gbps", as_number),
     Col("% of peak GB/s", "pct_of_peak_bw", _as_pct_of_peak, 1.2),
-    Col("GFLOP/s", "achieved_gflops", as_sci),
+    Col("GFLOP/s", "achieved_gflops", as_number),
     Col("% of peak FLOP/s", "pct_of_peak_flops", _as_pct_of_peak, 1.2),
     Col("Bound", "bound", as_text, text=True),
-    Col("Peak GB/s", "peak_gbps", as_sci, shown=False),
-    Col("Peak GFLOP/s", "peak_gflops", as_sci, shown=False),
+    Col("Peak GB/s", "peak_gbps", as_number, shown=False),
+    Col("Peak GFLOP/s", "peak_gflops", as_number, shown=False),
     Col("Peak source", "peak_source", as_text, shown=False),
     Col("Above peak", "above_peak", as_yesno, shown=False),
 ]
