@@ -365,3 +365,16 @@ def test_build_takes_peak_overrides_on_the_command_line(sweep_run: Path, tmp_pat
     assert basis["peak_gflops"] == 50 and "--peak-gflops 50 (command line)" in basis["peak_source"]
     refused = CliRunner().invoke(cli, ["build", str(sweep_run), "--peak-gbps", "0"])
     assert refused.exit_code == 2 and "--peak-gbps" in refused.output
+
+
+def test_a_failed_peak_measurement_is_recorded_and_the_capture_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_memory(*_: Any) -> dict[str, Any]:
+        raise MemoryError("192 MiB")
+
+    monkeypatch.setattr(hardware, "measure_cpu_peak", no_memory)
+    assert hardware.hardware_record("cpu") == {
+        "measured": None,
+        "error": "peak not measured: MemoryError: 192 MiB",
+    }
