@@ -108,10 +108,11 @@ def resolve_peak(
         if value is not None
     ]
     if given:
+        both = override.gbps is not None and override.gflops is not None
         gbps = override.gbps if override.gbps is not None else gbps
         gflops = override.gflops if override.gflops is not None else gflops
-        kind = "command line" if kind == "none" else f"command line and {kind}"
-        source = "; ".join([*given, *([source] if source else [])])
+        kind = "command line" if both or kind == "none" else f"command line and {kind}"
+        source = "; ".join([*given, *([source] if source and not both else [])])
     note = None
     if gbps is None and gflops is None:
         note = (
@@ -198,11 +199,11 @@ def roofline(
                 "size_label": size_label(size),
                 "bytes": nbytes,
                 "flops": flops,
-                "intensity": _sig(intensity),
+                "intensity": _sig(intensity, 4),
                 "time_us": time_us,
                 "time_source": source,
-                "achieved_gbps": _sig(gbps),
-                "achieved_gflops": _sig(gflops),
+                "achieved_gbps": _sig(gbps, 4),
+                "achieved_gflops": _sig(gflops, 4),
                 "peak_gbps": peak_bw,
                 "peak_gflops": peak_fl,
                 "peak_source": basis["peak_kind"],
