@@ -112,6 +112,12 @@ def test_peak_overrides_replace_the_measured_figures(sweep_run: Path) -> None:
     assert basis["peak_gflops"] == read_manifest(sweep_run).hardware["measured"]["gflops"]
     for r in summary["roofline"]:
         assert r["pct_of_peak_bw"] == pytest.approx(r["achieved_gbps"] / 10, rel=1e-3)
+    _, both = summarise_inputs([sweep_run], Engine(jobs=1), PeakOverride(1000.0, 50.0))
+    basis = both["roofline_basis"]
+    assert basis is not None and basis["peak_kind"] == "command line"
+    assert (
+        basis["peak_source"] == "--peak-gbps 1000 (command line); --peak-gflops 50 (command line)"
+    )
 
 
 @pytest.mark.capture
