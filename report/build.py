@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from nprof_report.parse import Inputs, newest_run
-from nprof_report.report.figures import Summary, json_pieces, summarise
+from nprof_report.report.figures import PeakOverride, Summary, json_pieces, summarise
 from nprof_report.report.jobs import Engine, analyse_inputs
 from nprof_report.report.publish import Content, Streamed, publish
 from nprof_report.report.view import (
@@ -36,6 +36,8 @@ def _tables(model: ReportModel) -> list[Table]:
         tables.append(model.files)
     if model.sweep:
         tables += model.sweep.tables
+    if model.roofline:
+        tables += model.roofline.tables
     if model.ranks:
         tables += model.ranks.csv_tables
     return tables
@@ -49,10 +51,12 @@ def build_report(
     use_cache: bool = True,
     ray: str | None = None,
     keep_going: bool = False,
+    peaks: PeakOverride | None = None,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`.
+    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`; ``peaks``
+    overrides the device's peaks in the roofline.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -61,7 +65,7 @@ def build_report(
     # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
-        resolved, summary = summarise_inputs(paths, engine)
+        resolved, summary = summarise_inputs(paths, engine, peaks)
         model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
@@ -74,10 +78,12 @@ def build_report(
     return publish(out, _report_files(html, pdf, data))
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
+def summarise_inputs(
+    paths: list[Path], engine: Engine, peaks: PeakOverride | None = None
+) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
     a = analyse_inputs(paths, engine)
-    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
+    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks, peaks=peaks)
 
 
 _CSV_PIECE = 1 << 20

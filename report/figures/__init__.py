@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.diff_profile import COUNT_SERIES, DECLARED, OP_SERIES, PARTS
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import Listed, Tagged, json_pieces
+    from nprof_report.report.figures.roofline import PeakOverride, at_largest, roof_pct
     from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
     from nprof_report.report.figures.summary_types import (
         CheckRecord,
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
         Metric,
         NeuronRecord,
         RanksRecord,
+        RooflineBasis,
+        RooflineRecord,
         RunRecord,
         SideImplementation,
         Summary,
@@ -54,14 +57,18 @@ __all__ = [
     "Listed",
     "Metric",
     "NeuronRecord",
+    "PeakOverride",
     "RankFigures",
     "RanksRecord",
+    "RooflineBasis",
+    "RooflineRecord",
     "RunRecord",
     "SideImplementation",
     "Summary",
     "SweepRecord",
     "Tagged",
     "analyse",
+    "at_largest",
     "build_summary",
     "cross_rank",
     "crossover_title",
@@ -69,6 +76,7 @@ __all__ = [
     "json_pieces",
     "metric_figures",
     "rank_figures",
+    "roof_pct",
     "summarise",
 ]
 
@@ -86,9 +94,12 @@ _HOME = {
     "Metric": "summary_types",
     "NeuronRecord": "summary_types",
     "OP_SERIES": "diff_profile",
+    "PeakOverride": "roofline",
     "PARTS": "diff_profile",
     "RankFigures": "ranks",
     "RanksRecord": "summary_types",
+    "RooflineBasis": "summary_types",
+    "RooflineRecord": "summary_types",
     "RunRecord": "summary_types",
     "SUMMARY_FORMAT": "summary",
     "SUMMARY_VERSION": "summary",
@@ -97,6 +108,7 @@ _HOME = {
     "SweepRecord": "summary_types",
     "Tagged": "records",
     "analyse": "analyses",
+    "at_largest": "roofline",
     "build_summary": "summary",
     "cross_rank": "ranks",
     "crossover_title": "sweep",
@@ -104,6 +116,7 @@ _HOME = {
     "json_pieces": "records",
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
+    "roof_pct": "roofline",
     "summarise": "sweep",
 }
 

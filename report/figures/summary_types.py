@@ -43,6 +43,7 @@ class RunRecord(TypedDict):
     profiler: dict[str, Any]
     environment: dict[str, str]
     files: list[FileRecord]
+    hardware: dict[str, Any]
     format: str
     format_version: int
     format_minor: int
@@ -492,6 +493,43 @@ class CheckRecord(TypedDict):
     note: str | None
 
 
+class RooflineRecord(TypedDict):
+    """``roofline[]``: one implementation at one size against the device's peaks
+    (:mod:`.roofline`); GB/s and GFLOP/s are 10⁹ per second."""
+
+    label: str
+    size: list[int]
+    size_label: str
+    bytes: int | None
+    flops: int | None
+    intensity: float | None  # FLOPs per byte
+    time_us: float | None
+    time_source: Literal["device", "unprofiled"] | None
+    achieved_gbps: float | None
+    achieved_gflops: float | None
+    peak_gbps: float | None
+    peak_gflops: float | None
+    peak_source: str
+    pct_of_peak_bw: float | None
+    pct_of_peak_flops: float | None
+    bound: Literal["memory", "compute"] | None
+    above_peak: bool
+
+
+class RooflineBasis(TypedDict):
+    """``roofline_basis``: the peaks the roofline is drawn against and where they come from;
+    ``note`` says why there is no roofline or no percentage."""
+
+    device: str | None
+    dtype: str | None
+    peak_gbps: float | None
+    peak_gflops: float | None
+    peak_kind: str
+    peak_source: str | None
+    ridge_flops_per_byte: float | None
+    note: str | None
+
+
 class Summary(TypedDict):
     """The ``summary.json`` document."""
 
@@ -505,3 +543,5 @@ class Summary(TypedDict):
     ranks: NotRequired[RanksRecord]
     sweep: NotRequired[SweepRecord]
     numerical_check: NotRequired[list[CheckRecord]]
+    roofline: NotRequired[list[RooflineRecord]]
+    roofline_basis: NotRequired[RooflineBasis | None]

@@ -23,6 +23,12 @@ from nprof_report.bundle import Manifest, elements, size_label
 from nprof_report.report.figures.analyses import ImplementationAnalysis
 from nprof_report.report.figures.findings import SEVERITY_RANK, Severity
 from nprof_report.report.figures.ranks import RankFigures
+from nprof_report.report.figures.roofline import (
+    PeakOverride,
+    roofline,
+    roofline_caveats,
+    roofline_findings,
+)
 from nprof_report.report.figures.summary import build_summary, compare, headline
 from nprof_report.report.figures.summary_types import (
     CheckRecord,
@@ -54,9 +60,11 @@ def summarise(
     manifest: Manifest | None,
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
+    peaks: PeakOverride | None = None,
 ) -> Summary:
-    """:func:`~nprof_report.report.figures.summary.build_summary`, plus the sweep and the numerical check
-    (``ranks`` as there; a sweep is one process, so it has no ranks)."""
+    """:func:`~nprof_report.report.figures.summary.build_summary`, plus the sweep, the numerical
+    check and the roofline (``ranks`` as there; a sweep is one process, so it has no ranks;
+    ``peaks``: ``--peak-gbps`` / ``--peak-gflops``)."""
     sizes = sorted({s for a in analyses if (s := _size_of(a)) is not None}, key=elements)
     if len(sizes) < 2 or manifest is None:
         summary = build_summary(analyses, manifest, caveats, ranks)
@@ -69,9 +77,12 @@ def summarise(
         small = build_summary(at[smallest], shown, [])
         summary["sweep"] = _sweep_record(sizes, at, small)
     summary["numerical_check"] = _checks(manifest)
+    summary["roofline"], summary["roofline_basis"] = roofline(summary, manifest, analyses, peaks)
+    summary["caveats"] += roofline_caveats(summary["roofline"], summary["roofline_basis"])
     summary["findings"] = sorted(  # stable: the run's own findings first at each severity
         check_findings(summary["numerical_check"])
         + sweep_findings(summary.get("sweep"))
+        + roofline_findings(summary["roofline"])
         + summary["findings"],
         key=lambda f: SEVERITY_RANK[f["severity"]],
     )

@@ -186,3 +186,40 @@ RANKS_COLUMNS = [
     Col("Comm %", "comm_pct", lambda v: as_number(v, "%")),
 ]
 """Per rank (:mod:`.ranksection`)."""
+
+
+def _as_pct_of_peak(x: float | None) -> str:
+    """A share of the peak; above 100 % it is flagged, never read as a result (see caveats)."""
+    if x is None:
+        return "–"
+    return f"{x:.3g} %" + (" (above peak)" if x > 100 else "")
+
+
+def _as_bytes(x: int | None) -> str:
+    """Decimal units, as GB/s counts them: ``2.114 MB``; the CSV keeps the count."""
+    if x is None:
+        return "–"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x} B"
+
+
+ROOFLINE_COLUMNS = [
+    Col("Implementation", "label", as_text, 1.2, text=True),
+    Col("Size", "size_label", as_text, 1.0),
+    Col("Bytes", "bytes", _as_bytes, 1.5),
+    Col("FLOPs", "flops", lambda v: "–" if v is None else f"{v:,}", shown=False),
+    Col("FLOPs / byte", "intensity", as_number, 1.1),
+    Col("Time / call", "time_us", as_us, 1.7),
+    Col("Time source", "time_source", as_text, shown=False),
+    Col("GB/s", "achieved_gbps", as_number, 1.1),
+    Col("% of peak GB/s", "pct_of_peak_bw", _as_pct_of_peak, 1.3),
+    Col("GFLOP/s", "achieved_gflops", as_number, 1.1),
+    Col("% of peak FLOP/s", "pct_of_peak_flops", _as_pct_of_peak, 1.6),
+    Col("Bound", "bound", as_text, 0.8),
+    Col("Peak GB/s", "peak_gbps", as_number, shown=False),
+    Col("Peak GFLOP/s", "peak_gflops", as_number, shown=False),
+    Col("Peak source", "peak_source", as_text, shown=False),
+    Col("Above peak", "above_peak", as_yesno, shown=False),
+]

@@ -37,6 +37,8 @@ from nprof_report.report.view.columns import (
 )
 from nprof_report.report.view.glossary import GLOSSARY
 from nprof_report.report.view.ranksection import RanksSection, ranks_section
+from nprof_report.report.view.rooflineview import GLOSSARY as ROOFLINE_GLOSSARY
+from nprof_report.report.view.rooflineview import RooflineView, roofline_section
 from nprof_report.report.view.safetext import show_bidi
 from nprof_report.report.view.sweepview import GLOSSARY as SWEEP_GLOSSARY
 from nprof_report.report.view.sweepview import SweepView, sweep_section
@@ -82,6 +84,7 @@ class ReportModel:
     generated_from: list[str]
     sweep: SweepView | None = None  # sizes and numerical check (view/sweepview.py)
     ranks: RanksSection | None = None  # several ranks of one job (view/ranksection.py)
+    roofline: RooflineView | None = None  # against the device's peaks (view/rooflineview.py)
 
 
 def build_model(summary: Summary) -> ReportModel:
@@ -129,13 +132,20 @@ def build_model(summary: Summary) -> ReportModel:
             "are in summary.json."
         )
     sweep = sweep_section(summary)
+    roofline = roofline_section(summary)
     return ReportModel(
         title=f"{workload.get('name', 'RMSNorm')} study: {run_id}"
         if run
         else f"Profile comparison: {run_id}",
         run_id=run_id,
         question=question,
-        verdict=" ".join([_verdict(summary), *(sweep.sentences if sweep else [])]),
+        verdict=" ".join(
+            [
+                _verdict(summary),
+                *(sweep.sentences if sweep else []),
+                *(roofline.sentences if roofline else []),
+            ]
+        ),
         headline=headline,
         comparisons=comparisons,
         findings=findings[:MAX_FINDINGS],
@@ -156,10 +166,15 @@ def build_model(summary: Summary) -> ReportModel:
         )
         if run
         else None,
-        glossary=[*GLOSSARY, *(SWEEP_GLOSSARY if sweep else [])],
+        glossary=[
+            *GLOSSARY,
+            *(SWEEP_GLOSSARY if sweep else []),
+            *(ROOFLINE_GLOSSARY if roofline and roofline.view.tables else []),
+        ],
         generated_from=[i["trace"] for i in impls],
         sweep=sweep.view if sweep else None,
         ranks=ranks_section(summary),
+        roofline=roofline.view if roofline else None,
     )
 
 

@@ -211,6 +211,19 @@ _no_cache = click.option(
 @_no_cache
 @_ray
 @_keep_going
+@click.option(
+    "--peak-gbps",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="The device's peak memory bandwidth in GB/s for the roofline (instead of the "
+    "published or measured one).",
+)
+@click.option(
+    "--peak-gflops",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="The device's peak GFLOP/s for the roofline (instead of the published or measured one).",
+)
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
@@ -218,6 +231,8 @@ def build(
     no_cache: bool,
     ray: str | None,
     keep_going: bool,
+    peak_gbps: float | None,
+    peak_gflops: float | None,
 ) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
@@ -233,9 +248,16 @@ def build(
     # they take went to the collector); frozen out of its later passes
     with runtime.collector_paused(freeze=True):
         from nprof_report.report.build import build_report
+        from nprof_report.report.figures import PeakOverride
 
     for written in build_report(
-        list(paths), out=out, jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going
+        list(paths),
+        out=out,
+        jobs=jobs,
+        use_cache=not no_cache,
+        ray=ray,
+        keep_going=keep_going,
+        peaks=PeakOverride(peak_gbps, peak_gflops),
     ):
         click.echo(str(written))
     return LEAVE_FAST
