@@ -31,13 +31,15 @@ DEFAULT_RUNS = Path("nprof-runs")
 
 
 def _tables(model: ReportModel) -> list[Table]:
-    tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
+    tables = [*model.page_tables, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
     if model.sweep:
         tables += model.sweep.tables
     if model.ranks:
         tables += model.ranks.csv_tables
+    if model.backends:
+        tables += model.backends.tables
     return tables
 
 
@@ -49,10 +51,12 @@ def build_report(
     use_cache: bool = True,
     ray: str | None = None,
     keep_going: bool = False,
+    allow_mixed: bool = False,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`.
+    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`;
+    ``allow_mixed``: runs of different studies each get a section instead of an error.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -61,7 +65,7 @@ def build_report(
     # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
-        resolved, summary = summarise_inputs(paths, engine)
+        resolved, summary = summarise_inputs(paths, engine, allow_mixed=allow_mixed)
         model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
@@ -74,10 +78,13 @@ def build_report(
     return publish(out, _report_files(html, pdf, data))
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
+def summarise_inputs(
+    paths: list[Path], engine: Engine, *, allow_mixed: bool = False
+) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
-    a = analyse_inputs(paths, engine)
-    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
+    a = analyse_inputs(paths, engine, allow_mixed=allow_mixed)
+    ranks = a.ranks if len(a.runs) < 2 else None
+    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=ranks, runs=a.runs)
 
 
 _CSV_PIECE = 1 << 20

@@ -18,61 +18,118 @@ from nprof_report.lazy import lazy_getattr
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
     from nprof_report.report.figures.diff_profile import OP_SERIES, PARTS
+    from nprof_report.report.figures.failures import failure_sentence
+    from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import Listed, Tagged, json_pieces
-    from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
+    from nprof_report.report.figures.runs import (
+        METRIC_WORDS,
+        Member,
+        RunGroup,
+        backend_sentence,
+        run_label,
+        run_sentence,
+        summarise,
+    )
+    from nprof_report.report.figures.summary import (
+        CONSTRUCTED_MARK,
+        SUMMARY_FORMAT,
+        SUMMARY_VERSION,
+        build_summary,
+    )
     from nprof_report.report.figures.summary_types import (
+        BackendComparison,
+        BackendsRecord,
         CheckRecord,
+        Comparison,
         ComparisonPoint,
+        ConstructedInput,
         DiffProfile,
+        FailureRecord,
         Finding,
         ImplementationRecord,
         Metric,
         NeuronRecord,
         RanksRecord,
+        RunComparison,
         RunRecord,
+        RunSide,
         SideImplementation,
         Summary,
         SweepRecord,
         metric_figures,
     )
-    from nprof_report.report.figures.sweep import crossover_title, detail_implementations, summarise
+    from nprof_report.report.figures.sweep import crossover_title, detail_implementations
 
 __all__ = [
+    "CONSTRUCTED_MARK",
+    "METRIC_WORDS",
     "OP_SERIES",
+    "OUTPUT_WRONG",
     "PARTS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
+    "BackendComparison",
+    "BackendsRecord",
     "CheckRecord",
+    "Comparison",
     "ComparisonPoint",
+    "ConstructedInput",
     "DiffProfile",
+    "FailureRecord",
     "Finding",
     "ImplementationAnalysis",
     "ImplementationRecord",
     "Listed",
+    "Member",
     "Metric",
     "NeuronRecord",
     "RankFigures",
     "RanksRecord",
+    "RunComparison",
+    "RunGroup",
     "RunRecord",
+    "RunSide",
     "SideImplementation",
     "Summary",
     "SweepRecord",
     "Tagged",
     "analyse",
+    "backend_sentence",
     "build_summary",
     "cross_rank",
     "crossover_title",
     "detail_implementations",
+    "failure_sentence",
     "json_pieces",
     "metric_figures",
+    "named",
     "rank_figures",
+    "run_label",
+    "run_sentence",
     "summarise",
 ]
 
 # where each name lives (relative to this package)
 _HOME = {
+    "BackendComparison": "summary_types",
+    "BackendsRecord": "summary_types",
+    "CONSTRUCTED_MARK": "summary",
+    "ConstructedInput": "summary_types",
+    "FailureRecord": "summary_types",
+    "METRIC_WORDS": "runs",
+    "Member": "runs",
+    "OUTPUT_WRONG": "findings",
+    "RunComparison": "summary_types",
+    "RunGroup": "runs",
+    "RunSide": "summary_types",
+    "backend_sentence": "runs",
+    "failure_sentence": "failures",
+    "named": "findings",
+    "run_label": "runs",
+    "run_sentence": "runs",
     "CheckRecord": "summary_types",
+    "Comparison": "summary_types",
     "ComparisonPoint": "summary_types",
     "DiffProfile": "summary_types",
     "Finding": "summary_types",
@@ -100,7 +157,7 @@ _HOME = {
     "json_pieces": "records",
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
-    "summarise": "sweep",
+    "summarise": "runs",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

@@ -205,6 +205,12 @@ _no_cache = click.option(
     default=None,
     help="Write the report here instead of <run>/report/.",
 )
+@click.option(
+    "--allow-mixed",
+    is_flag=True,
+    help="Runs of different studies each get a section of their own (never compared) instead "
+    "of an error.",
+)
 @_jobs
 @_no_cache
 @_ray
@@ -212,6 +218,7 @@ _no_cache = click.option(
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
+    allow_mixed: bool,
     jobs: int | None,
     no_cache: bool,
     ray: str | None,
@@ -220,7 +227,9 @@ def build(
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
-    with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
+    with none, the newest run under ./nprof-runs/ is used. Several runs are compared run by run
+    (the first is the baseline); runs of different studies are refused unless --allow-mixed.
+    Prints the paths written.
     """
     if ray is None:
         runtime.prestart(list(paths))
@@ -233,7 +242,13 @@ def build(
         from nprof_report.report.build import build_report
 
     for written in build_report(
-        list(paths), out=out, jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going
+        list(paths),
+        out=out,
+        jobs=jobs,
+        use_cache=not no_cache,
+        ray=ray,
+        keep_going=keep_going,
+        allow_mixed=allow_mixed,
     ):
         click.echo(str(written))
     return LEAVE_FAST
