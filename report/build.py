@@ -31,7 +31,7 @@ DEFAULT_RUNS = Path("nprof-runs")
 
 
 def _tables(model: ReportModel) -> list[Table]:
-    tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
+    tables = [*model.page_tables, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
     if model.sweep:
@@ -40,6 +40,8 @@ def _tables(model: ReportModel) -> list[Table]:
         tables += model.roofline.tables
     if model.ranks:
         tables += model.ranks.csv_tables
+    if model.backends:
+        tables += model.backends.tables
     return tables
 
 
@@ -52,11 +54,13 @@ def build_report(
     ray: str | None = None,
     keep_going: bool = False,
     peaks: PeakOverride | None = None,
+    allow_mixed: bool = False,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
     ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`; ``peaks``
-    overrides the device's peaks in the roofline.
+    overrides the device's peaks in the roofline; ``allow_mixed``: runs of different studies each
+    get a section instead of an error.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -65,7 +69,7 @@ def build_report(
     # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
-        resolved, summary = summarise_inputs(paths, engine, peaks)
+        resolved, summary = summarise_inputs(paths, engine, peaks, allow_mixed=allow_mixed)
         model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
@@ -79,11 +83,18 @@ def build_report(
 
 
 def summarise_inputs(
-    paths: list[Path], engine: Engine, peaks: PeakOverride | None = None
+    paths: list[Path],
+    engine: Engine,
+    peaks: PeakOverride | None = None,
+    *,
+    allow_mixed: bool = False,
 ) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
-    a = analyse_inputs(paths, engine)
-    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks, peaks=peaks)
+    a = analyse_inputs(paths, engine, allow_mixed=allow_mixed)
+    ranks = a.ranks if len(a.runs) < 2 else None
+    return a.resolved, summarise(
+        a.analyses, a.manifest, a.caveats, ranks=ranks, runs=a.runs, peaks=peaks
+    )
 
 
 _CSV_PIECE = 1 << 20

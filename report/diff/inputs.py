@@ -123,8 +123,8 @@ def load_side(path: Path, *, jobs: int | None = None, use_cache: bool = True) ->
     if doc is not None:
         return _from_document(path, doc)
     # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
-    # (labelled size/implementation), so each size is compared with its own
-    a = analyse_inputs([path], Engine(jobs=jobs, use_cache=use_cache), what="compare")
+    # (labelled ``naive @ 64×4096``), so each size is compared with its own
+    a = analyse_inputs([path], Engine(jobs=jobs, use_cache=use_cache), what="compare", sized=True)
     summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,

@@ -18,14 +18,35 @@ from nprof_report.lazy import lazy_getattr
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
     from nprof_report.report.figures.diff_profile import COUNT_SERIES, DECLARED, OP_SERIES, PARTS
+    from nprof_report.report.figures.failures import failure_sentence
+    from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import Listed, Tagged, json_pieces
     from nprof_report.report.figures.roofline import PeakOverride, at_largest, roof_pct
-    from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
+    from nprof_report.report.figures.runs import (
+        METRIC_WORDS,
+        Member,
+        RunGroup,
+        backend_sentence,
+        run_label,
+        run_sentence,
+        summarise,
+    )
+    from nprof_report.report.figures.summary import (
+        CONSTRUCTED_MARK,
+        SUMMARY_FORMAT,
+        SUMMARY_VERSION,
+        build_summary,
+    )
     from nprof_report.report.figures.summary_types import (
+        BackendComparison,
+        BackendsRecord,
         CheckRecord,
+        Comparison,
         ComparisonPoint,
+        ConstructedInput,
         DiffProfile,
+        FailureRecord,
         Finding,
         ImplementationRecord,
         Metric,
@@ -33,28 +54,39 @@ if TYPE_CHECKING:
         RanksRecord,
         RooflineBasis,
         RooflineRecord,
+        RunComparison,
         RunRecord,
+        RunSide,
         SideImplementation,
         Summary,
         SweepRecord,
         metric_figures,
     )
-    from nprof_report.report.figures.sweep import crossover_title, detail_implementations, summarise
+    from nprof_report.report.figures.sweep import crossover_title, detail_implementations
 
 __all__ = [
+    "CONSTRUCTED_MARK",
     "COUNT_SERIES",
     "DECLARED",
+    "METRIC_WORDS",
     "OP_SERIES",
+    "OUTPUT_WRONG",
     "PARTS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
+    "BackendComparison",
+    "BackendsRecord",
     "CheckRecord",
+    "Comparison",
     "ComparisonPoint",
+    "ConstructedInput",
     "DiffProfile",
+    "FailureRecord",
     "Finding",
     "ImplementationAnalysis",
     "ImplementationRecord",
     "Listed",
+    "Member",
     "Metric",
     "NeuronRecord",
     "PeakOverride",
@@ -62,28 +94,53 @@ __all__ = [
     "RanksRecord",
     "RooflineBasis",
     "RooflineRecord",
+    "RunComparison",
+    "RunGroup",
     "RunRecord",
+    "RunSide",
     "SideImplementation",
     "Summary",
     "SweepRecord",
     "Tagged",
     "analyse",
     "at_largest",
+    "backend_sentence",
     "build_summary",
     "cross_rank",
     "crossover_title",
     "detail_implementations",
+    "failure_sentence",
     "json_pieces",
     "metric_figures",
+    "named",
     "rank_figures",
     "roof_pct",
+    "run_label",
+    "run_sentence",
     "summarise",
 ]
 
 # where each name lives (relative to this package)
 _HOME = {
+    "BackendComparison": "summary_types",
+    "BackendsRecord": "summary_types",
+    "CONSTRUCTED_MARK": "summary",
+    "ConstructedInput": "summary_types",
+    "FailureRecord": "summary_types",
+    "METRIC_WORDS": "runs",
+    "Member": "runs",
+    "OUTPUT_WRONG": "findings",
+    "RunComparison": "summary_types",
+    "RunGroup": "runs",
+    "RunSide": "summary_types",
+    "backend_sentence": "runs",
+    "failure_sentence": "failures",
+    "named": "findings",
+    "run_label": "runs",
+    "run_sentence": "runs",
     "CheckRecord": "summary_types",
     "COUNT_SERIES": "diff_profile",
+    "Comparison": "summary_types",
     "ComparisonPoint": "summary_types",
     "DECLARED": "diff_profile",
     "DiffProfile": "summary_types",
@@ -117,7 +174,7 @@ _HOME = {
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "roof_pct": "roofline",
-    "summarise": "sweep",
+    "summarise": "runs",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

@@ -27,16 +27,48 @@ HEADLINE_COLUMNS = [
     Col("Step IQR", "step_iqr_us", as_us),
     Col("Steps", "steps", as_text, shown=False),
     Col("Framework ops / step", "framework_ops_per_step", as_number),
-    Col("Host dispatch / step", "dispatch_per_step_us", as_us, shown=False),
+    Col("Host dispatch / step", "dispatch_per_step_us", as_us),
     Col("Dispatch / op", "dispatch_per_op_us", as_us, shown=False),
     Col("Device time / step", "device_per_step_us", as_us),
+    Col("Bound by", "bound_by", as_text),
     Col("Device busy", "device_busy_pct", lambda v: as_number(v, "%"), shown=False),
     Col("Device activities / step", "device_activities_per_step", as_number, shown=False),
     Col("Un-profiled / call", "unprofiled_median_us", as_us),
     Col("Profiler overhead", "profiler_overhead_pct", lambda v: as_number(v, "%"), shown=False),
 ]
-"""The page-1 table: the columns a verdict needs are shown, the others go to each
-implementation's section and to headline.csv."""
+"""The page-1 table: the columns a verdict needs are shown (host dispatch against device time
+per step, and which bounds the step), the others go to each implementation's section and to
+headline.csv."""
+
+ACROSS_RUNS_COLUMNS = [
+    Col("Implementation", "label", as_text, 2.0, text=True),
+    Col("Against", "baseline", as_text, 2.0, text=True),
+    Col("Step ratio", "step_ratio", lambda v: as_number(v, "×")),
+    Col("Exceeds noise (steps)", "step_exceeds_noise", as_yesno, 1.1),
+    Col("Un-profiled ratio", "unprofiled_ratio", lambda v: as_number(v, "×")),
+    Col("Exceeds noise (un-profiled)", "unprofiled_exceeds_noise", as_yesno, 1.3),
+    Col("Verdict", "holds", as_text, 1.1, text=True),
+    Col("Times", "times", lambda v: as_number(v, "×")),
+    Col("Step Δ", "step_delta_us", as_us_signed, shown=False),
+    Col("Un-profiled Δ", "unprofiled_delta_us", as_us_signed, shown=False),
+    Col("Framework ops Δ / step", "ops_per_step_delta", as_number, shown=False),
+    Col("Implementation name", "implementation", as_text, shown=False),
+    Col("Size", "size_label", as_text, shown=False),
+    Col("Run", "run", as_text, shown=False),
+    Col("Baseline run", "baseline_run", as_text, shown=False),
+    Col("Metric", "metric", as_text, shown=False),
+]
+"""Each run against the study's first run, the same implementation at the same size
+(``across_runs[]``)."""
+
+BACKEND_OP_FIGURES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("Calls / step", "calls_per_step", as_number),
+    ("Dispatch / call", "dispatch_per_call_us", as_us),
+    ("Device / call", "device_per_call_us", as_us),
+    ("Device acts / call", "device_activities_per_call", as_number),
+)
+"""What the backends section shows of a framework op on each backend (``BackendOpSide``), one
+column per backend."""
 
 COMPARISON_COLUMNS = [
     Col("Implementation", "label", as_text, 2.0, text=True),

@@ -207,6 +207,12 @@ _no_cache = click.option(
     default=None,
     help="Write the report here instead of <run>/report/.",
 )
+@click.option(
+    "--allow-mixed",
+    is_flag=True,
+    help="Runs of different studies each get a section of their own (never compared) instead "
+    "of an error.",
+)
 @_jobs
 @_no_cache
 @_ray
@@ -227,6 +233,7 @@ _no_cache = click.option(
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
+    allow_mixed: bool,
     jobs: int | None,
     no_cache: bool,
     ray: str | None,
@@ -237,7 +244,9 @@ def build(
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
-    with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
+    with none, the newest run under ./nprof-runs/ is used. Several runs are compared run by run
+    (the first is the baseline); runs of different studies are refused unless --allow-mixed.
+    Prints the paths written.
     """
     if ray is None:
         runtime.prestart(list(paths))
@@ -258,6 +267,7 @@ def build(
         ray=ray,
         keep_going=keep_going,
         peaks=PeakOverride(peak_gbps, peak_gflops),
+        allow_mixed=allow_mixed,
     ):
         click.echo(str(written))
     return LEAVE_FAST
