@@ -5,8 +5,9 @@
 
 Each try ("pair") is K baseline captures and one more, all CPU captures of the same code
 (``capture --backend cpu --impl IMPL --active N``) taken one after the other, then
-``check LAST --baseline FIRST [--baseline ...]`` with the defaults (step time, 5 %). A try
-passes when ``check`` exits 0. Prints one line per pair (exit code, the step-time difference and
+``check LAST --baseline FIRST [--baseline ...]`` with the defaults (the counts per step, and step
+time at 5 %, which decides the exit code only where it can: docs/gate.md). A try passes when
+``check`` exits 0. ``bench/bench_gate.py`` measures misses as well. Prints one line per pair (exit code, the step-time difference and
 its 95 % interval from diff.json, the load average) and the rate at the end; writes
 ``results.json`` in ``--out``.
 """

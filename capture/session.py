@@ -40,6 +40,7 @@ from nprof_report.bundle import (
 )
 from nprof_report.capture import study as study_api
 from nprof_report.capture.backends import Backend, relevant_environment, select_backend, versions
+from nprof_report.capture.hardware import hardware_record
 from nprof_report.capture.numerics import compare_outputs
 from nprof_report.capture.study import Size, Study
 from nprof_report.errors import CaptureError, InputError
@@ -86,6 +87,7 @@ class _Plan:
     implementations: list[study_api.Implementation]
     sizes: list[Size]
     dtype: str
+    work: list[dict[str, Any]]  # the declared bytes and FLOPs per size; empty if none declared
 
     def bundle(self, size: Size, name: str) -> str:
         """``naive`` in a run of one size, ``64x4096/naive`` in a sweep."""
@@ -130,7 +132,30 @@ def _plan(options: CaptureOptions, study: Study | None) -> _Plan:
         )
     picked = list(dict.fromkeys(options.implementations)) or list(by_name)
     sizes = sorted(dict.fromkeys(options.sizes or tuple(study.sizes)), key=elements)
-    return _Plan(study, source, [by_name[n] for n in picked], sizes, dtype)
+    return _Plan(
+        study,
+        source,
+        [by_name[n] for n in picked],
+        sizes,
+        dtype,
+        _work(study, source, sizes, dtype),
+    )
+
+
+def _work(study: Study, source: str, sizes: list[Size], dtype: str) -> list[dict[str, Any]]:
+    """The study's ``bytes_moved`` and ``flops`` at every size, checked before anything runs."""
+    out = []
+    for size in sizes:
+        try:
+            work = study.work(size, dtype)
+        except Exception as exc:  # the study's own functions: its error, exit code 2
+            where = study_api.study_file(source) or source
+            raise InputError(
+                where, f"declared work: {study_api.describe_error(exc, source)}"
+            ) from exc
+        if work is not None:
+            out.append({"size": list(size), **work})
+    return out
 
 
 def run_capture(
@@ -252,6 +277,8 @@ def _manifest(plan: _Plan, options: CaptureOptions, backend: Backend, run_dir: P
         "tolerance": asdict(tolerance),
         "reference": plan.implementations[0].name,
     }
+    if plan.work:
+        workload["work"] = plan.work
     if len(plan.sizes) == 1:
         workload["shape"] = list(plan.sizes[0])
     return Manifest(
@@ -280,6 +307,7 @@ def _manifest(plan: _Plan, options: CaptureOptions, backend: Backend, run_dir: P
             "synchronize_before_step": True,
         },
         environment=relevant_environment(),
+        hardware=hardware_record(backend.name),
         format_minor=FORMAT_MINOR,
         tool_version=__version__,
     )

@@ -42,6 +42,29 @@ from nprof_report.errors import InputError
 Size = tuple[int, ...]
 # make_inputs(size, dtype, device) -> the positional arguments of every implementation
 InputBuilder = Callable[[Size, Any, str], Any]
+# bytes_moved(size, dtype) / flops(size, dtype) -> a count; dtype is its name ("float32")
+WorkCount = Callable[[Size, str], int]
+
+# bytes per element of the dtypes a study may name, for bytes_moved (torch is not imported here)
+ITEMSIZE: dict[str, int] = {
+    "float64": 8,
+    "double": 8,
+    "complex128": 16,
+    "complex64": 8,
+    "float32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 
 # Default tolerances of the numerical check, per dtype: those of torch.testing.assert_close
 # (https://pytorch.org/docs/stable/testing.html), which compares elementwise
@@ -100,6 +123,12 @@ class Study:
     device string (``"cpu"``, ``"cuda"``, ``"neuron"``). It is called once per size, after
     ``torch.manual_seed(seed)``. ``tolerance`` defaults to :meth:`Tolerance.for_dtype`.
     ``inputs`` and ``parameters`` are recorded in the run's manifest and shown in the report.
+
+    ``bytes_moved(size, dtype)`` and ``flops(size, dtype)``, both optional, declare the work of one
+    call (``dtype`` is the dtype's name, ``"float32"``; :func:`itemsize` gives its bytes): the
+    fewest bytes the operation must read and write, and its floating-point operations. With them
+    the report places every implementation and size against the device's peak bandwidth and
+    FLOP/s (a roofline); without them it says it cannot.
     """
 
     name: str
@@ -111,6 +140,8 @@ class Study:
     inputs: str = ""
     parameters: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    bytes_moved: WorkCount | None = None
+    flops: WorkCount | None = None
 
     def __post_init__(self) -> None:
         # sizes written as lists ([64, 4096]) are taken as tuples
@@ -123,6 +154,36 @@ class Study:
     def tolerance_for(self, dtype: str) -> Tolerance:
         """The study's tolerance, else the default for ``dtype``."""
         return self.tolerance or Tolerance.for_dtype(dtype)
+
+    def work(self, size: Size, dtype: str) -> dict[str, int | None] | None:
+        """``{"bytes": ..., "flops": ...}`` the study declares for one call at ``size`` (None
+        where it declares neither). Raises :class:`StudyError` when a count is not a
+        non-negative int or its function raises."""
+        if self.bytes_moved is None and self.flops is None:
+            return None
+        return {
+            "bytes": _count(self.bytes_moved, "bytes_moved", size, dtype),
+            "flops": _count(self.flops, "flops", size, dtype),
+        }
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per element of the dtype named ``dtype`` (``"bfloat16"``: 2)."""
+    try:
+        return ITEMSIZE[dtype]
+    except KeyError:
+        raise StudyError(f"itemsize: unknown dtype {dtype!r}") from None
+
+
+def _count(fn: WorkCount | None, name: str, size: Size, dtype: str) -> int | None:
+    if fn is None:
+        return None
+    value: object = fn(size, dtype)  # the caller names the study's file if this raises
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise StudyError(f"{name}({size!r}, {dtype!r}) returned {value!r}, not a non-negative int")
+    return value
 
 
 def _problems(study: Study) -> list[str]:
@@ -145,6 +206,10 @@ def _problems(study: Study) -> list[str]:
         out.append(f"implementation names repeat: {', '.join(dupes)}")
     if not callable(study.make_inputs):
         out.append(f"make_inputs is not callable ({study.make_inputs!r})")
+    for name in ("bytes_moved", "flops"):
+        fn = getattr(study, name)
+        if fn is not None and not callable(fn):
+            out.append(f"{name} is not callable ({fn!r})")
     if not study.sizes:
         out.append("declares no size")
     for size in study.sizes:

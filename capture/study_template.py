@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nprof_report.capture.study import Implementation, Study
+from nprof_report.capture.study import Implementation, Study, itemsize
 
 # The sizes to sweep: each is passed to make_inputs. Keep the smallest one small: a study error
 # there (an exception in make_inputs) stops the capture before anything is written.
@@ -48,6 +48,28 @@ def gelu_builtin(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
+def bytes_moved(size: tuple[int, ...], dtype: str) -> int:
+    """The fewest bytes one call must read and write: x in, y out, each one element per element.
+
+    Optional, with flops: the report then shows how close each implementation comes to the
+    device's peak bandwidth and FLOP/s (a roofline). dtype is the dtype's name ("float32").
+    """
+    elements = 1
+    for d in size:
+        elements *= d
+    return 2 * elements * itemsize(dtype)
+
+
+def flops(size: tuple[int, ...], dtype: str) -> int:
+    """Floating-point operations of one call: count those of the formula, not of any one kernel
+    (here 9 per element: x·x·x is two, ·0.044715, + x, ·0.79788, tanh counted as one, 1 + tanh,
+    0.5·x and the last product)."""
+    elements = 1
+    for d in size:
+        elements *= d
+    return 9 * elements
+
+
 STUDY = Study(
     name="my_op",
     implementations=[
@@ -67,4 +89,6 @@ STUDY = Study(
     # tolerance=Tolerance(atol=1e-5, rtol=1e-4),  # default: torch.testing.assert_close's for DTYPE
     inputs="x = randn(size)",  # one line for the report's provenance
     parameters={},  # anything else worth recording in the manifest
+    bytes_moved=bytes_moved,  # optional, with flops: the roofline section of the report
+    flops=flops,
 )

@@ -26,8 +26,10 @@ from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.parse.engine_ray import run_on_ray
+    from nprof_report.parse.fingerprint import fingerprint_path, inspect_and_fingerprint
     from nprof_report.parse.frames import load_frames
     from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
+    from nprof_report.parse.inspection import Inspection, inspect_path
     from nprof_report.parse.keyavg import key_averages
     from nprof_report.parse.neuron import NeuronFigures
     from nprof_report.parse.neuron.convert import convert_tree, find_tool
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Inputs",
+    "Inspection",
     "LoadedSource",
     "NeuronFigures",
     "Source",
@@ -45,6 +48,9 @@ __all__ = [
     "TraceMeta",
     "convert_tree",
     "find_tool",
+    "fingerprint_path",
+    "inspect_and_fingerprint",
+    "inspect_path",
     "key_averages",
     "load_frames",
     "load_source",
@@ -60,6 +66,7 @@ __all__ = [
 # where each name lives (relative to this package)
 _HOME = {
     "Inputs": "inputs",
+    "Inspection": "inspection",
     "LoadedSource": "sources",
     "NeuronFigures": "neuron",
     "Source": "inputs",
@@ -67,6 +74,9 @@ _HOME = {
     "TraceMeta": "schema",
     "convert_tree": "neuron.convert",
     "find_tool": "neuron.convert",
+    "fingerprint_path": "fingerprint",
+    "inspect_and_fingerprint": "fingerprint",
+    "inspect_path": "inspection",
     "key_averages": "keyavg",
     "load_frames": "frames",
     "load_source": "sources",

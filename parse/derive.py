@@ -113,6 +113,14 @@ def _derive(
         steps=steps,
         notes=notes,
         step_rule=PROFILER_STEP,
+        facts={
+            "partial_overlaps": int(overlaps),
+            "privateuse1_driver": {
+                "meaning": driver.meaning,
+                "rows": driver.rows,
+                "evidence": driver.evidence,
+            },
+        },
     )
     # without ProfilerStep#N: a repeating user annotation, else the whole window (steps.py)
     return frames if not steps.is_empty() else with_steps(frames)

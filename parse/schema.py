@@ -196,3 +196,7 @@ class TraceFrames:
     steps: pl.DataFrame
     notes: list[str] = field(default_factory=list)
     step_rule: str = "ProfilerStep"
+    # counts derive found, as JSON values (the cache keeps them): ``partial_overlaps`` (events
+    # not nested because they partially overlap another on their thread) and
+    # ``privateuse1_driver`` (``meaning``, ``rows``, ``evidence``: :mod:`.privateuse1`'s decision)
+    facts: dict[str, Any] = field(default_factory=dict)

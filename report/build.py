@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from nprof_report.parse import Inputs, newest_run
-from nprof_report.report.figures import Summary, json_pieces, summarise
+from nprof_report.report.figures import PeakOverride, Summary, json_pieces, summarise
 from nprof_report.report.jobs import Engine, analyse_inputs
 from nprof_report.report.publish import Content, Streamed, publish
 from nprof_report.report.view import (
@@ -31,13 +31,17 @@ DEFAULT_RUNS = Path("nprof-runs")
 
 
 def _tables(model: ReportModel) -> list[Table]:
-    tables = [model.headline, model.comparisons, *(t for s in model.sections for t in s.tables)]
+    tables = [*model.page_tables, *(t for s in model.sections for t in s.tables)]
     if model.files:
         tables.append(model.files)
     if model.sweep:
         tables += model.sweep.tables
+    if model.roofline:
+        tables += model.roofline.tables
     if model.ranks:
         tables += model.ranks.csv_tables
+    if model.backends:
+        tables += model.backends.tables
     return tables
 
 
@@ -49,12 +53,15 @@ def build_report(
     use_cache: bool = True,
     ray: str | None = None,
     keep_going: bool = False,
+    peaks: PeakOverride | None = None,
+    allow_mixed: bool = False,
     step_annotation: str | None = None,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
     ``jobs``, ``use_cache``, ``ray``, ``keep_going`` and ``step_annotation`` as in
-    :class:`~.jobs.Engine`.
+    :class:`~.jobs.Engine`; ``peaks`` overrides the device's peaks in the roofline;
+    ``allow_mixed``: runs of different studies each get a section instead of an error.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
@@ -69,7 +76,7 @@ def build_report(
     # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
-        resolved, summary = summarise_inputs(paths, engine)
+        resolved, summary = summarise_inputs(paths, engine, peaks, allow_mixed=allow_mixed)
         model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
@@ -82,10 +89,19 @@ def build_report(
     return publish(out, _report_files(html, pdf, data))
 
 
-def summarise_inputs(paths: list[Path], engine: Engine) -> tuple[list[Inputs], Summary]:
+def summarise_inputs(
+    paths: list[Path],
+    engine: Engine,
+    peaks: PeakOverride | None = None,
+    *,
+    allow_mixed: bool = False,
+) -> tuple[list[Inputs], Summary]:
     """The inputs ``paths`` resolve to, and their ``summary.json`` document."""
-    a = analyse_inputs(paths, engine)
-    return a.resolved, summarise(a.analyses, a.manifest, a.caveats, ranks=a.ranks)
+    a = analyse_inputs(paths, engine, allow_mixed=allow_mixed)
+    ranks = a.ranks if len(a.runs) < 2 else None
+    return a.resolved, summarise(
+        a.analyses, a.manifest, a.caveats, ranks=ranks, runs=a.runs, peaks=peaks
+    )
 
 
 _CSV_PIECE = 1 << 20

@@ -18,7 +18,7 @@ from tests.conftest import PUBLIC, PUBLIC_TRACES
 @pytest.mark.capture
 def test_capture_writes_a_complete_run(cpu_run: Path) -> None:
     manifest = read_manifest(cpu_run)
-    assert manifest.format_version == 1 and manifest.format_minor == 1
+    assert manifest.format_version == 1 and manifest.format_minor == 2
     assert manifest.backend == "cpu"
     assert manifest.schedule == {"wait": 2, "warmup": 1, "active": 4, "repeat": 1}
     assert manifest.workload["shape"] == [4, 512]

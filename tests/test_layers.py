@@ -33,7 +33,11 @@ DOORS = [
     "nprof_report.report.view",
     "nprof_report.report.diff",
 ]
-REPORT_COMMANDS = ["nprof_report.report.build", "nprof_report.report.opsview"]
+REPORT_COMMANDS = [
+    "nprof_report.report.build",
+    "nprof_report.report.inspectview",
+    "nprof_report.report.opsview",
+]
 REPORT_SHARED = ["nprof_report.report.jobs", "nprof_report.report.publish"]
 # what each report wing must not import: the wings depend one way, figures <- view <- diff,
 # and no wing imports a command

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -93,7 +94,13 @@ def _cell_values(html: str) -> list[tuple[str, float]]:
 
 
 def _found(value: float, numbers: list[float], text: str) -> bool:
-    tolerance = 0.0005 * {"ms": 1e3, "s": 1e6}.get(re.sub(r"[\d.+−-]", "", text), 1.0) + 1e-9
+    """``value`` (the cell, in the summary's unit) is one of ``numbers`` as the cell rounds it:
+    to 3 decimals, or to the 6 significant digits ``:g`` keeps (a ratio of 1058.0999 shows as
+    1058.1, an overhead of 165415.3 % as 165415 %)."""
+    scale = {"ms": 1e3, "s": 1e6}.get(re.sub(r"[\d.+−-]", "", text), 1.0)
+    shown = abs(value) / scale
+    six_digits = 0.5 * 10 ** (math.floor(math.log10(shown)) - 5) if shown else 0.0
+    tolerance = max(0.0005, six_digits) * scale + 1e-9
     i = bisect.bisect_left(numbers, value - tolerance)
     return i < len(numbers) and numbers[i] <= value + tolerance
 

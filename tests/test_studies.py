@@ -214,7 +214,7 @@ def wrong_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.capture
 def test_sweep_records_every_size_and_keeps_going_after_a_failure(wrong_run: Path) -> None:
     manifest = read_manifest(wrong_run)
-    assert manifest.format_version == 1 and manifest.format_minor == 1
+    assert manifest.format_version == 1 and manifest.format_minor == 2
     assert manifest.sizes == [[4, 64], [16, 256]]  # in order of size, whatever the study's
     assert manifest.workload["name"] == "softmax"
     assert manifest.workload["tolerance"] == {"atol": 1e-5, "rtol": 1.3e-6}

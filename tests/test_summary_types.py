@@ -95,6 +95,7 @@ def test_copied_rows_are_declared_as_their_sources_name_them() -> None:
         (columns.LARGEST_GAPS_COLUMNS, st.GapRecord),
         (columns.NEURON_STEPS_COLUMNS, st.NeuronStep),
         (columns.RANKS_COLUMNS, st.RankRow),
+        (columns.ROOFLINE_COLUMNS, st.RooflineRecord),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
 )

@@ -70,6 +70,7 @@ from nprof_report.parse.neuron.load import (
     dropped_event_warnings,
     load_system_events_parquet,
     load_system_profile_json,
+    read_schema_fields,
     read_schema_version,
 )
 
@@ -143,8 +144,9 @@ def load_session(session: NeuronSession) -> NeuronData:
     """Load a session's processed outputs (Parquet preferred, legacy JSON otherwise).
 
     Explorer tables are read by the columns they have (:mod:`.columns`): an unknown
-    ``profile_schema_version`` major is a warning, and a schema dump saved beside the session
-    (``neuron-profile-schema.yaml``, from capture) resolves renamed columns.
+    ``profile_schema_version`` major is a warning; Explorer's own ``SchemaFields`` table, then the
+    guessed aliases, then a schema dump saved beside the session (``neuron-profile-schema.yaml``,
+    from capture) resolve renamed columns.
 
     Raises:
         InputError: unreadable or invalid file, or a table without a required column.
@@ -160,10 +162,13 @@ def load_session(session: NeuronSession) -> NeuronData:
             warnings.append(msg)
     dump_path = find_schema_dump(session.path)
     dump = read_schema_dump(dump_path) if dump_path is not None else None
+    described = read_schema_fields(all_dirs)
 
     sys_parquet = [p for d in session.system_profile_dirs for p in d.files("SystemProfileEvents")]
     if sys_parquet:
-        events = load_system_events_parquet(sys_parquet, version=version, dump=dump, notes=warnings)
+        events = load_system_events_parquet(
+            sys_parquet, version=version, dump=dump, schema_fields=described, notes=warnings
+        )
     elif session.system_profile_json:
         events = pl.concat([load_system_profile_json(p) for p in session.system_profile_json])
     else:
@@ -181,7 +186,9 @@ def load_session(session: NeuronSession) -> NeuronData:
         n.model_id for n in session.ntffs if n.model_id is not None
     ]
     frames = [
-        load_device_profile_dir(d, known, version=version, dump=dump, notes=warnings)
+        load_device_profile_dir(
+            d, known, version=version, dump=dump, schema_fields=described, notes=warnings
+        )
         for d in session.device_profile_dirs
     ]
     frames += [load_device_profile_json(p, m) for m, p in session.device_profile_json]

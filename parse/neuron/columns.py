@@ -9,12 +9,17 @@ to be replaced by the names a real ``neuron-explorer view --show-profile-schema`
 
 Tables are read by the columns they have, not by their version number (:func:`resolve`):
 
-1. the 7.x name, else the first alias present, is read as the column;
-2. otherwise, when the bundle holds a schema dump (what ``neuron-explorer view
-   --show-profile-schema`` printed, saved by capture), a field of the same table that the data has,
-   that no other column claimed and whose dump entry says it was renamed from the 7.x name, or
-   whose name and description match the column's ``hint``, is read as the column;
-3. a column still missing is null, unless it is ``required``: then the table cannot be read and
+1. the 7.x name is read as the column;
+2. otherwise, when Explorer's output holds a ``SchemaFields`` table (one row per table and field,
+   formats.md §3.2, §9.9: the output describes itself), a field of the same table that the data
+   has, that no other column claimed and whose description says it was renamed from the 7.x name,
+   or whose name and description match the column's ``hint``, is read as the column: Explorer's
+   own word comes before any guess;
+3. otherwise the first alias present (the guesses above);
+4. otherwise, when the bundle holds a schema dump (what ``neuron-explorer view
+   --show-profile-schema`` printed, saved by capture, possibly by another Explorer than the one
+   that wrote the tables), the same search as step 2 over the dump's entries;
+5. a column still missing is null, unless it is ``required``: then the table cannot be read and
    :class:`~nprof_report.errors.InputError` names the table, the column, the schema version and the
    command that prints the installed schema.
 
@@ -25,7 +30,7 @@ text or integer flow-id lists become lists of decimal text; the loaders cast the
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,6 +185,26 @@ def read_schema_dump(path: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+SCHEMA_FIELDS_TABLE = "SchemaFields"
+# SchemaFields columns whose text describes a field (profile-schema-reference, formats.md §3.2)
+_DESCRIBING = ("field_description", "field_type", "field_format", "field_unit")
+
+
+def schema_fields_of(df: pl.DataFrame) -> dict[str, dict[str, str]]:
+    """Table -> field -> "description type format unit" from a ``SchemaFields`` table, the form
+    :func:`read_schema_dump` gives; empty when it lacks ``table_name`` or ``field_name``."""
+    if "table_name" not in df.columns or "field_name" not in df.columns:
+        return {}
+    words = [c for c in _DESCRIBING if c in df.columns]
+    out: dict[str, dict[str, str]] = {}
+    for row in df.select("table_name", "field_name", *words).cast(pl.String).iter_rows():
+        table, name, *text = row
+        if table is None or name is None:
+            continue
+        out.setdefault(table, {})[name] = " ".join(t for t in text if t).strip()
+    return out
+
+
 def _from_dump(
     col: Column, present: set[str], claimed: set[str], fields: Mapping[str, str]
 ) -> str | None:
@@ -209,6 +234,63 @@ def _retype(df: pl.DataFrame, col: Column) -> pl.DataFrame:
     return df
 
 
+@dataclass(frozen=True)
+class TablePlan:
+    """How one Explorer table's columns are read (:func:`plan`).
+
+    Attributes:
+        own: the columns read under their 7.x name.
+        renamed: (7.x name, the name read, where that name came from: ``SchemaFields``,
+            ``alias`` or ``schema dump``), in :data:`TABLES` order.
+        missing: the columns found under no name; ``required_missing`` those among them the
+            table cannot be read without.
+    """
+
+    own: tuple[str, ...]
+    renamed: tuple[tuple[str, str, str], ...]
+    missing: tuple[str, ...]
+    required_missing: tuple[str, ...]
+
+
+def plan(
+    present: Sequence[str],
+    table: str,
+    *,
+    schema_fields: Mapping[str, Mapping[str, str]] | None = None,
+    dump: Mapping[str, Mapping[str, str]] | None = None,
+) -> TablePlan:
+    """Which of ``present`` (a table's column names) is read as each column of :data:`TABLES`,
+    in the order of the module docstring."""
+    columns = TABLES.get(table, ())
+    have = set(present)
+    claimed = {c.name for c in columns if c.name in have}
+    own = tuple(c.name for c in columns if c.name in have)
+    described = (schema_fields or {}).get(table, {})
+    dumped = (dump or {}).get(table, {})
+    renamed: list[tuple[str, str, str]] = []
+    missing: list[str] = []
+    required: list[str] = []
+    for col in columns:
+        if col.name in have:
+            continue
+        found = None
+        if described:
+            found, via = _from_dump(col, have, claimed, described), "SchemaFields"
+        if found is None:
+            found = next((a for a in col.aliases if a in have and a not in claimed), None)
+            via = "alias"
+        if found is None and dumped:
+            found, via = _from_dump(col, have, claimed, dumped), "schema dump"
+        if found is None:
+            missing.append(col.name)
+            if col.required:
+                required.append(col.name)
+            continue
+        claimed.add(found)
+        renamed.append((col.name, found, via))
+    return TablePlan(own, tuple(renamed), tuple(missing), tuple(required))
+
+
 def resolve(
     df: pl.DataFrame,
     table: str,
@@ -216,6 +298,7 @@ def resolve(
     path: Path,
     version: str | None = None,
     dump: Mapping[str, Mapping[str, str]] | None = None,
+    schema_fields: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[pl.DataFrame, list[str]]:
     """Rename and retype ``df`` (one Explorer ``table``) to the 7.x names the loaders read.
 
@@ -226,40 +309,26 @@ def resolve(
         InputError: a required column is missing (names the table, the column, the schema
             version and :data:`SCHEMA_COMMAND`).
     """
-    columns = TABLES.get(table, ())
+    columns = {c.name: c for c in TABLES.get(table, ())}
     if df.width == 0:
         return df, []
-    present = set(df.columns)
-    claimed = {c.name for c in columns if c.name in present}
-    fields = (dump or {}).get(table, {})
-    renames: dict[str, str] = {}
-    how: list[str] = []
-    for col in columns:
-        if col.name in present:
-            continue
-        found = next((a for a in col.aliases if a in present and a not in claimed), None)
-        via = "alias"
-        if found is None and fields:
-            found, via = _from_dump(col, present, claimed, fields), "schema dump"
-        if found is None:
-            if col.required:
-                raise InputError(
-                    path,
-                    f"Explorer table {table} has no column {col.name!r}"
-                    + (f" (nor {', '.join(col.aliases)})" if col.aliases else "")
-                    + f" in profile schema {version or 'of unknown version'}",
-                    f"run `{SCHEMA_COMMAND}` with the Explorer that wrote it and add the new "
-                    "name to parse/neuron/columns.py, or save that output beside the profile as "
-                    f"{SCHEMA_DUMP_NAMES[0]}",
-                )
-            continue
-        claimed.add(found)
-        renames[found] = col.name
-        how.append(f"{col.name} from {found} ({via})")
-    df = df.rename(renames)
-    for col in columns:
+    found = plan(df.columns, table, schema_fields=schema_fields, dump=dump)
+    if found.required_missing:
+        col = columns[found.required_missing[0]]
+        raise InputError(
+            path,
+            f"Explorer table {table} has no column {col.name!r}"
+            + (f" (nor {', '.join(col.aliases)})" if col.aliases else "")
+            + f" in profile schema {version or 'of unknown version'}",
+            f"run `{SCHEMA_COMMAND}` with the Explorer that wrote it and add the new "
+            "name to parse/neuron/columns.py, or save that output beside the profile as "
+            f"{SCHEMA_DUMP_NAMES[0]}",
+        )
+    df = df.rename({name: col for col, name, _ in found.renamed})
+    for col in columns.values():
         if col.name in df.columns:
             df = _retype(df, col)
+    how = [f"{col} from {name} ({via})" for col, name, via in found.renamed]
     note = (
         [
             f"{path}: {table} (schema {version or 'unknown'}) read with renamed columns: {'; '.join(how)}"

@@ -165,6 +165,7 @@ def load_device_profile_dir(
     *,
     version: str | None = None,
     dump: Mapping[str, Mapping[str, str]] | None = None,
+    schema_fields: Mapping[str, Mapping[str, str]] | None = None,
     notes: list[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Load ``Summary``, ``Instruction``, ``ExecutionInfo`` of one device profile (§3.2).
@@ -187,6 +188,7 @@ def load_device_profile_dir(
             path=files[0] if files else d.path,
             version=version,
             dump=dump,
+            schema_fields=schema_fields,
         )
         if notes is not None:
             notes.extend(found)

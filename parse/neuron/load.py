@@ -46,7 +46,14 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.neuron.columns import KNOWN_SCHEMA_MAJORS, SCHEMA_COMMAND, TABLES, resolve
+from nprof_report.parse.neuron.columns import (
+    KNOWN_SCHEMA_MAJORS,
+    SCHEMA_COMMAND,
+    SCHEMA_FIELDS_TABLE,
+    TABLES,
+    resolve,
+    schema_fields_of,
+)
 from nprof_report.parse.neuron.files import ProfileDir
 
 DEFAULT_MAX_EVENTS_PER_NC = 1_000_000  # ring-buffer default (§2.3, §2.7)
@@ -226,12 +233,13 @@ def load_system_events_parquet(
     *,
     version: str | None = None,
     dump: Mapping[str, Mapping[str, str]] | None = None,
+    schema_fields: Mapping[str, Mapping[str, str]] | None = None,
     notes: list[str] | None = None,
 ) -> pl.DataFrame:
     """Load ``SystemProfileEvents.parquet`` (or its ``_0``, ``_1``... parts) into SYSTEM_EVENTS.
 
-    Columns are found by name through :mod:`.columns` (``version`` and the schema ``dump`` only
-    name and resolve them); the columns read under another name are added to ``notes``.
+    Columns are found by name through :mod:`.columns` (``version``, Explorer's own
+    ``schema_fields`` and the schema ``dump`` only name and resolve them); the columns read under another name are added to ``notes``.
 
     Raises:
         InputError: a file is unreadable or lacks a required column.
@@ -239,7 +247,12 @@ def load_system_events_parquet(
     if not paths:
         return pl.DataFrame(schema=SYSTEM_EVENTS)
     df, found = resolve(
-        read_parquet(paths), "SystemProfileEvents", path=paths[0], version=version, dump=dump
+        read_parquet(paths),
+        "SystemProfileEvents",
+        path=paths[0],
+        version=version,
+        dump=dump,
+        schema_fields=schema_fields,
     )
     if notes is not None:
         notes.extend(found)
@@ -393,6 +406,19 @@ def read_schema_version(dirs: Sequence[ProfileDir]) -> tuple[str, Path] | None:
                         if len(vals):
                             return str(vals[0]), f
     return None
+
+
+def read_schema_fields(dirs: Sequence[ProfileDir]) -> dict[str, dict[str, str]]:
+    """What the ``SchemaFields`` tables of ``dirs`` say of each table's fields (the first entry
+    for a (table, field) wins); empty when Explorer wrote none."""
+    out: dict[str, dict[str, str]] = {}
+    for d in dirs:
+        files = d.files(SCHEMA_FIELDS_TABLE)
+        if files:
+            for table, fields in schema_fields_of(read_parquet(files)).items():
+                for name, text in fields.items():
+                    out.setdefault(table, {}).setdefault(name, text)
+    return out
 
 
 def check_schema_version(version: str, path: Path) -> str | None:

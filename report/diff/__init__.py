@@ -2,8 +2,8 @@
 
 :mod:`.inputs` turns each side (captures, or a stored ``summary.json``/``diff.json``) into
 summary records, :mod:`.compare` aligns and compares them (:mod:`.stats`: the bootstrap and the
-between-runs interval), :mod:`.check` decides the gate, :mod:`.render` writes the diff's files
-and :mod:`.command` runs the two commands.
+between-runs interval; :mod:`.structure`: the work per step, counted), :mod:`.check` decides the
+gate, :mod:`.render` writes the diff's files and :mod:`.command` runs the two commands.
 
 Names are imported when first used, as parse's door does.
 """

@@ -9,9 +9,9 @@ that report alone.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from nprof_report.report.diff.check import check
+from nprof_report.report.diff.check import DEFAULT_MAX_COUNT_INCREASE, check
 from nprof_report.report.diff.compare import diff_document
 from nprof_report.report.diff.inputs import load_side
 from nprof_report.report.diff.render import diff_files
@@ -53,20 +53,32 @@ def _publish(out: Path, doc: dict[str, Any]) -> list[Path]:
     return publish(out, diff_files(doc), kind="diff")
 
 
+class Gate(NamedTuple):
+    """What ``check`` found: one line per failure that decides the exit code (none: it passed),
+    notes on the rest (the structure, time that was advice or could not decide, and why), and
+    the files written."""
+
+    failures: list[str]
+    notes: list[str]
+    written: list[Path]
+
+
 def check_regression(
     new: Path,
     baselines: list[Path],
     *,
     max_regression_pct: float,
-    metrics: list[str],
+    metrics: list[str] | None,
     ops: list[str],
+    max_count_increase: float = DEFAULT_MAX_COUNT_INCREASE,
+    strict_time: bool = False,
     out: Path | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
     step_annotation: str | None = None,
-) -> tuple[list[str], list[Path]]:
-    """One line per failing metric (none: no regression), and the files written to ``out``
-    (the diff against the first baseline, with every verdict)."""
+) -> Gate:
+    """Judge NEW against the baselines (:func:`~.check.check`; ``metrics`` None: the default
+    ones) and write the diff against the first baseline, with every verdict, to ``out``."""
     options: dict[str, Any] = {
         "jobs": jobs,
         "use_cache": use_cache,
@@ -78,6 +90,13 @@ def check_regression(
         diff_document(load_side(b, **options), new_side, intervals=k == 0)
         for k, b in enumerate(baselines)
     ]
-    failures = check(docs, max_regression_pct=max_regression_pct, metrics=metrics, ops=ops)
+    failures = check(
+        docs,
+        max_regression_pct=max_regression_pct,
+        metrics=metrics,
+        ops=ops,
+        max_count_increase=max_count_increase,
+        strict_time=strict_time,
+    )
     written = _publish(out, docs[0]) if out is not None else []
-    return failures, written
+    return Gate(failures, docs[0]["check"]["notes"], written)

@@ -10,6 +10,9 @@ An aligned op has *moved* when the larger of its host self and device self diffe
 median step time: with dozens of ops, some 95 % intervals exclude zero by chance, and those
 differences are tiny beside the step.
 
+The work per step, counted (framework ops, runtime calls, device activities, declared bytes and
+FLOPs, :mod:`.structure`), is compared exactly beside the times: each pair's ``structure``.
+
 The waterfall splits the step-time difference into parts that add up to it: per side, the
 parts of the middle step (the two middle steps averaged when their count is even, as the median
 is), so each side's parts sum to its median step time.
@@ -33,12 +36,15 @@ from nprof_report.report.diff.stats import (
     Difference,
     differences,
 )
+from nprof_report.report.diff.structure import compare_structure
 from nprof_report.report.figures import (
+    COUNT_SERIES,
     ONE_STEP,
     OP_SERIES,
     PARTS,
     DiffProfile,
     Listed,
+    RunRecord,
     SideImplementation,
 )
 
@@ -210,12 +216,8 @@ def align_ops(
     for key in keys:
         b, n = b_ops[key], n_ops[key]
         series = {s: difference_record(next(found), one_step=one_step) for s in names}
-        calls_b, calls_n = _median(b["calls"]), _median(n["calls"])
-        series["calls"] = {
-            "base": calls_b,
-            "new": calls_n,
-            "delta": None if (calls_b is None or calls_n is None) else calls_n - calls_b,
-        }
+        for count in ("calls", *COUNT_SERIES):
+            series[count] = _count_change(b.get(count), n.get(count))
         metric, impact = _impact(series)
         noisy = (series[metric] or {}).get("exceeds_noise")
         aligned.append(
@@ -230,12 +232,24 @@ def align_ops(
                 "kernels_base": b["kernels"],
                 "kernels_new": n["kernels"],
                 "kernels_changed": b["kernels"] != n["kernels"],
+                "order": n.get("order"),
             }
         )
     aligned.sort(
         key=lambda o: (not o["moved"], -abs(o["impact_us"] or 0.0), o["context"], o["name"])
     )
     return aligned, _only(n_ops, b_ops, +1), _only(b_ops, n_ops, -1)
+
+
+def _count_change(
+    base: list[float | None] | None, new: list[float | None] | None
+) -> dict[str, Any] | None:
+    """A per-step count's medians and their difference (None where a side's document is older
+    than the count: a summary.json written before ``runtime_calls`` and ``device_activities``)."""
+    if base is None or new is None:
+        return None
+    b, n = _median(base), _median(new)
+    return {"base": b, "new": n, "delta": None if (b is None or n is None) else n - b}
 
 
 def _only(
@@ -246,6 +260,7 @@ def _only(
     for key in these.keys() - others.keys():
         o = these[key]
         medians = {s: _r(_median(o[s])) for s in (*OP_SERIES, "launch_us")}
+        medians |= {s: _median(o[s]) if s in o else None for s in COUNT_SERIES}
         host, dev = medians["host_self_us"] or 0.0, medians["device_self_us"] or 0.0
         metric = "device_self_us" if dev > host else "host_self_us"
         rows.append(
@@ -257,6 +272,7 @@ def _only(
                 "impact_metric": metric,
                 "impact_us": _r(sign * max(host, dev)),
                 "kernels": o["kernels"],
+                "order": o.get("order"),
             }
         )
     rows.sort(key=lambda o: (-abs(o["impact_us"] or 0.0), o["context"], o["name"]))
@@ -298,9 +314,15 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
 
 
 def compare_pair(
-    base: SideImplementation, new: SideImplementation, *, intervals: bool = True
+    base: SideImplementation,
+    new: SideImplementation,
+    *,
+    intervals: bool = True,
+    base_run: RunRecord | None = None,
+    new_run: RunRecord | None = None,
 ) -> dict[str, Any]:
-    """One implementation's comparison (``intervals``: as :func:`~.diff_stats.differences`)."""
+    """One implementation's comparison (``intervals``: as :func:`~.diff_stats.differences`;
+    the runs: where declared bytes and FLOPs may be, :mod:`.structure`)."""
     found = differences(
         [(_step_values(base, col), _step_values(new, col)) for col in STEP_METRICS.values()],
         intervals=intervals,
@@ -320,10 +342,9 @@ def compare_pair(
             if (step_delta and op["impact_us"] is not None)
             else None
         )
+    label = new["label"] if new["label"] == base["label"] else f"{base['label']} → {new['label']}"
     return {
-        "label": new["label"]
-        if new["label"] == base["label"]
-        else f"{base['label']} → {new['label']}",
+        "label": label,
         "base_label": base["label"],
         "new_label": new["label"],
         "base_steps": len(bp["steps"]),
@@ -331,6 +352,10 @@ def compare_pair(
         "base_step_rule": base.get("step_rule"),
         "new_step_rule": new.get("step_rule"),
         "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
+        # the work per step, counted: page 1's first sentence, check's structural metrics
+        "structure": compare_structure(
+            base, new, base_run, new_run, label, aligned, added, removed
+        ),
         "counts": {
             "aligned": len(aligned),
             "moved": sum(o["moved"] for o in aligned),
@@ -364,7 +389,10 @@ def diff_document(base: Side, new: Side, *, intervals: bool = True) -> dict[str,
             "moved_min_share_pct": MOVED_MIN_SHARE_PCT,
             "pages_show": {"top_movers": TOP_MOVERS, "rows_per_table": MAX_OP_ROWS},
         },
-        "pairs": [compare_pair(b, n, intervals=intervals) for b, n in pairs],
+        "pairs": [
+            compare_pair(b, n, intervals=intervals, base_run=base.run, new_run=new.run)
+            for b, n in pairs
+        ],
         "unpaired": notes,
         "caveats": [f"BASE: {c}" for c in base.caveats]
         + [f"NEW: {c}" for c in new.caveats]

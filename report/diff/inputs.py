@@ -130,9 +130,9 @@ def load_side(
     if doc is not None:
         return _from_document(path, doc)
     # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
-    # (labelled size/implementation), so each size is compared with its own
+    # (labelled ``naive @ 64×4096``), so each size is compared with its own
     engine = Engine(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
-    a = analyse_inputs([path], engine, what="compare")
+    a = analyse_inputs([path], engine, what="compare", sized=True)
     summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,

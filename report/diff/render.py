@@ -23,6 +23,13 @@ from nprof_report.report.diff.compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
+from nprof_report.report.diff.structure import (
+    PATH_SERIES,
+    PATH_WORDS,
+    STRUCTURAL_METRICS,
+    count_text,
+)
+from nprof_report.report.diff.structure import WORDS as COUNT_WORDS
 from nprof_report.report.figures import json_pieces
 from nprof_report.report.publish import Content, Streamed
 from nprof_report.report.view import CHART_RC, environment, figure_svg, render_pdf
@@ -237,12 +244,30 @@ def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
     )
 
 
+def _time_result(r: dict[str, Any]) -> str:
+    if r["failed"]:
+        return "FAILED"
+    if r.get("binding", True):
+        return "passed"
+    over = r.get("exceeds_threshold")
+    return "advice: " + ("would fail" if over else "would pass")
+
+
+def _count_result(c: dict[str, Any]) -> str:
+    if c["failed"]:
+        return "FAILED"
+    return "passed (fewer: an improvement)" if c["improved"] else "passed"
+
+
 def _gate_view(check: dict[str, Any]) -> dict[str, Any]:
-    """What ``check`` decided, for page 1: the verdict, the rule and one row per result."""
+    """What ``check`` decided, for page 1: the verdict, what the exit code rests on, the rules,
+    one row per result and the notes."""
     k = len(check["baselines"])
     between = k > 1
+    counted = check.get("structure_results", [])
+    spread = any(r.get("spread_pct") is not None for r in check["results"])
     table = Table(
-        "Checked",
+        "Time checked",
         [
             "implementation",
             "what",
@@ -250,6 +275,7 @@ def _gate_view(check: dict[str, Any]) -> dict[str, Any]:
             "NEW (µs)",
             "change" + (" from their mean" if between else ""),
             "95 % interval",
+            *(["baselines' spread"] if spread else []),
             "result",
         ],
         [
@@ -260,24 +286,111 @@ def _gate_view(check: dict[str, Any]) -> dict[str, Any]:
                 _us(r["new_us"]),
                 _pct(r["delta_pct"]),
                 "–" if r["low_pct"] is None else f"{r['low_pct']:+.1f} % to {r['high_pct']:+.1f} %",
-                "FAILED" if r["failed"] else "passed",
+                *(
+                    ["–" if r.get("spread_pct") is None else f"{r['spread_pct']:.1f} %"]
+                    if spread
+                    else []
+                ),
+                _time_result(r),
             ]
             for r in check["results"]
         ],
-        "A result fails when even the lower end of its interval exceeds the allowed regression.",
+        "A time result fails when even the lower end of its interval exceeds the allowed "
+        "regression, where time decides: with several baselines whose medians spread by no more "
+        "than the allowed regression (max − min over their mean), or with --strict-time.",
+    )
+    work = Table(
+        "Work checked (counts per step: exact, no interval)",
+        [
+            "implementation",
+            "what",
+            "baseline runs" if between else "BASE",
+            "NEW",
+            "change",
+            "result",
+        ],
+        [
+            [
+                c["label"],
+                c["what"],
+                ", ".join(count_text(x) for x in c["baseline_counts"]),
+                count_text(c["new"]),
+                ("+" if c["delta"] > 0 else "") + count_text(c["delta"]),
+                _count_result(c),
+            ]
+            for c in counted
+        ],
+        "A count fails when NEW's exceeds the baseline's"
+        + (" (the largest of the baselines')" if between else "")
+        + f" by more than {count_text(check.get('max_count_increase', 0))}.",
     )
     noise = (
         f"the spread between the {k} baseline runs ({check['noise']})"
         if between
-        else "the step-to-step interval of each run (Method)"
+        else "the step-to-step interval of each run (Method); the noise between runs is unknown "
+        "with one baseline"
     )
     return {
         "passed": check["passed"],
         "between_runs": between,
         "threshold": f"{check['max_regression_pct']:g}",
+        "count_threshold": count_text(check.get("max_count_increase", 0)),
+        "basis": check.get("exit_basis", "time"),
         "noise": noise,
+        "work": work,
         "table": table,
+        "notes": check.get("notes", []),
     }
+
+
+def _structure_view(pair: dict[str, Any]) -> dict[str, Any] | None:
+    """A pair's work per step: the sentence, the totals and the op paths whose counts changed."""
+    structure = pair.get("structure")
+    if structure is None:
+        return None
+    rows = []
+    for m in STRUCTURAL_METRICS:
+        c = structure["metrics"][m]
+        if c is None:
+            continue
+        rows.append(
+            [
+                COUNT_WORDS[m],
+                count_text(c["base"]),
+                count_text(c["new"]),
+                ("+" if c["delta"] > 0 else "") + count_text(c["delta"]),
+            ]
+        )
+    totals = Table(
+        "Work per step (medians over steps; counts)", ["what", "BASE", "NEW", "change"], rows
+    )
+    paths = structure["paths"]
+    shown = [m for m in PATH_SERIES if m == "ops" or m in structure["per_path_counts"]]
+    changed = Table(
+        "Ops whose counts per step changed",
+        [
+            "op (enclosing ops > name)",
+            "change",
+            *(f"{PATH_WORDS[m]} (BASE → NEW)" for m in shown),
+        ],
+        [
+            [
+                _path(o),
+                o["status"],
+                *(
+                    "–"
+                    if o[m] is None
+                    else f"{count_text(o[m]['base'])} → {count_text(o[m]['new'])}"
+                    for m in shown
+                ),
+            ]
+            for o in paths[:MAX_OP_ROWS]
+        ],
+        f"{len(paths)} in all"
+        + (f"; the first {MAX_OP_ROWS} shown" if len(paths) > MAX_OP_ROWS else "")
+        + "; in the order NEW first runs them.",
+    )
+    return {"sentence": structure["sentence"], "totals": totals, "paths": changed}
 
 
 def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
@@ -312,6 +425,7 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
     return {
         "anchor": f"pair-{index}",
         "label": pair["label"],
+        "structure": _structure_view(pair),
         "verdict": pair["verdict"],
         "waterfall": data_uri(waterfall_svg(wf)) if wf and wf["parts"] else None,
         "waterfall_table": Table(
@@ -390,9 +504,20 @@ def _csv(columns: list[str], rows: list[list[Any]]) -> bytes:
 
 def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
     """Every row of the comparison as CSV, by file name."""
-    steps, parts, ops, only = [], [], [], []
+    steps, parts, ops, only, work = [], [], [], [], []
     for pair in doc["pairs"]:
         label = pair["label"]
+        structure = pair.get("structure") or {"metrics": {}, "paths": []}
+        for m in STRUCTURAL_METRICS:
+            c = structure["metrics"].get(m)
+            if c is not None:
+                work.append([label, m, "", "", "total", c["base"], c["new"], c["delta"]])
+        for o in structure["paths"]:
+            for m in PATH_SERIES:
+                c = o[m]
+                if c is not None and c["delta"]:
+                    where = [" > ".join(o["context"]), o["name"], o["status"]]
+                    work.append([label, m, *where, c["base"], c["new"], c["delta"]])
         steps += [[label, *r] for r in _metric_rows(pair)]
         wf = pair["waterfall"] or {"parts": []}
         parts += [[label, p["part"], p["base_us"], p["new_us"], p["delta_us"]] for p in wf["parts"]]
@@ -493,6 +618,9 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
             only,
         ),
     }
+    files["tables/diff_structure.csv"] = _csv(
+        ["implementation", "metric", "context", "name", "status", "base", "new", "delta"], work
+    )
     if "check" in doc:
         check = doc["check"]
         files["tables/diff_check.csv"] = _csv(
@@ -508,6 +636,9 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 "high_pct",
                 "max_regression_pct",
                 "failed",
+                "spread_pct",
+                "decides",
+                "binding",
             ],
             [
                 [
@@ -522,8 +653,42 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                     r["high_pct"],
                     check["max_regression_pct"],
                     r["failed"],
+                    r.get("spread_pct"),
+                    r.get("decides"),
+                    r.get("binding"),
                 ]
                 for r in check["results"]
+            ],
+        )
+        files["tables/diff_check_counts.csv"] = _csv(
+            [
+                "implementation",
+                "metric",
+                "what",
+                "baseline_counts",
+                "base",
+                "new",
+                "delta",
+                "max_count_increase",
+                "improved",
+                "failed",
+                "changes",
+            ],
+            [
+                [
+                    c["label"],
+                    c["metric"],
+                    c["what"],
+                    ";".join(str(x) for x in c["baseline_counts"]),
+                    c["base"],
+                    c["new"],
+                    c["delta"],
+                    check.get("max_count_increase"),
+                    c["improved"],
+                    c["failed"],
+                    c["changes"],
+                ]
+                for c in check.get("structure_results", [])
             ],
         )
     return files

@@ -283,7 +283,7 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
     gaps = device_gaps(ctx, frames.steps, busy, copies, loaded.neuron_loads)
     # first of the figures: its Python objects at their peak (100 MB for a trace of 100,000 op
     # names) fill memory the ones after it reuse, instead of coming on top of them
-    profile = diff_profile(frames, steps, busy, gaps, extra)
+    profile = diff_profile(frames, steps, busy, gaps, extra, source.implementation)
     return ImplementationAnalysis(
         label=source.label,
         trace_path=str(source.trace),

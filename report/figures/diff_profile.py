@@ -9,7 +9,11 @@ Kernels are not part of the path, so a renamed kernel under the same op keeps it
 Per path and step: ``calls``; host ``self``/``total`` (the ops' self time and duration, summed);
 device ``self`` (activities the op launched itself, or Neuron execution time attributed to it)
 and ``total`` (its whole subtree's); ``launch`` (median runtime call start -> device start of
-what it launched; null without launches).
+what it launched; null without launches). The structural counts beside ``calls``, which ``check``
+compares exactly (:mod:`~nprof_report.report.diff.structure`): ``runtime_calls`` (the runtime
+calls the op made itself) and ``device_activities`` (the device activities it launched itself,
+or its Neuron executions). Per path ``order``: the rank of its first call in the trace, so
+paths can be named in the order a step runs them.
 
 *Step parts.* Each step's duration split into parts that add up to it. With device activity in
 the step: the device's busy time (*device execution*) plus its idle gaps by cause
@@ -54,6 +58,8 @@ _HOST_PART = {
     "host_outside_ns": "outside ops",
 }
 OP_SERIES = ("calls", "host_self_us", "host_total_us", "device_self_us", "device_total_us")
+COUNT_SERIES = ("runtime_calls", "device_activities")
+"""Per-path counts per step besides ``calls`` (summary documents written before them lack them)."""
 MAX_KERNEL_NAMES = 4
 
 
@@ -165,7 +171,7 @@ def op_series(
     ev, paths = op_paths(frames.ops)
     if ev.is_empty():
         return []
-    ops = frames.ops.select("event_id", "parent_id", "step", "self_ns", "dur_ns").join(
+    ops = frames.ops.select("event_id", "parent_id", "step", "start_ns", "self_ns", "dur_ns").join(
         ev, on="event_id"
     )
     ops = ops.filter(pl.col("step").is_not_null())
@@ -184,10 +190,22 @@ def op_series(
     total = pl.concat(around).group_by("event_id").agg(device_total_ns=pl.col("dev_ns").sum())
     self_dev = dev.group_by("event_id").agg(device_self_ns=pl.col("dev_ns").sum())
     launch = _launches(frames)
+    self_count = dev.group_by("event_id").agg(device_activities=pl.len())
+    runtime_count = (
+        frames.links.filter(pl.col("kind") == "op->runtime")
+        .group_by(pl.col("src_id").alias("event_id"))
+        .agg(runtime_calls=pl.len())
+    )
     per_event = (
         ops.join(self_dev, on="event_id", how="left")
         .join(total, on="event_id", how="left")
-        .with_columns(pl.col("device_self_ns", "device_total_ns").fill_null(0))
+        .join(self_count, on="event_id", how="left")
+        .join(runtime_count, on="event_id", how="left")
+        .with_columns(
+            pl.col(
+                "device_self_ns", "device_total_ns", "device_activities", "runtime_calls"
+            ).fill_null(0)
+        )
     )
     per_step = per_event.group_by("path", "step").agg(
         calls=pl.len(),
@@ -195,6 +213,9 @@ def op_series(
         host_total_ns=pl.col("dur_ns").sum(),
         device_self_ns=pl.col("device_self_ns").sum(),
         device_total_ns=pl.col("device_total_ns").sum(),
+        runtime_calls=pl.col("runtime_calls").sum(),
+        device_activities=pl.col("device_activities").sum(),
+        first_ns=pl.col("start_ns").min(),
     )
     launch_step = (
         launch.join(ops.select("event_id", "path", "step"), on="event_id")
@@ -218,15 +239,17 @@ def op_series(
     ).with_columns(row=pl.col("path").rank("dense").cast(pl.Int64) - 1)
     path_of_row = (
         per_step.group_by("row")
-        .agg(pl.col("path").first())
+        .agg(pl.col("path").first(), pl.col("first_ns").min())
         .sort("row")
         .join(kernels, on="path", how="left", maintain_order="left")
+        # the order of the paths' first calls (ties: by path id, the order they were met)
+        .with_columns(order=pl.struct("first_ns", "path").rank("ordinal").cast(pl.Int64) - 1)
     )
     rows, cols = per_step["row"].to_numpy(), per_step["col"].to_numpy()
     shape = (path_of_row.height, len(steps))
     table: dict[str, np.ndarray] = {}
-    for k in OP_SERIES:
-        column = k if k == "calls" else k[:-3] + "_ns"
+    for k in (*OP_SERIES, *COUNT_SERIES):
+        column = k if k.endswith(("calls", "activities")) else k[:-3] + "_ns"
         table[k] = np.zeros(shape, dtype=np.int64)
         table[k][rows, cols] = per_step[column].to_numpy()
     table["launch_us"] = np.full(shape, np.nan)
@@ -235,13 +258,13 @@ def op_series(
     )
     names = [_names(paths, pid) for pid in path_of_row["path"]]
     kinds = [paths[pid][2] for pid in path_of_row["path"]]
-    return OpSeries(names, kinds, path_of_row["kernel"], table)
+    return OpSeries(names, kinds, path_of_row["kernel"], table, path_of_row["order"].to_list())
 
 
 class OpSeries(Records[dict[str, Any]]):
-    """Per op path, sorted by context and name: its name, context, kind, kernels and one value
-    per step of each series (``OP_SERIES``, ``launch_us``), made from NumPy tables (path x step)
-    a chunk of paths at a time (:mod:`.records`)."""
+    """Per op path, sorted by context and name: its name, context, kind, kernels, its ``order``
+    and one value per step of each series (``OP_SERIES``, ``COUNT_SERIES``, ``launch_us``),
+    made from NumPy tables (path x step) a chunk of paths at a time (:mod:`.records`)."""
 
     def __init__(
         self,
@@ -249,11 +272,13 @@ class OpSeries(Records[dict[str, Any]]):
         kinds: list[str],
         kernels: pl.Series,
         table: dict[str, np.ndarray],
+        first: list[int],
     ) -> None:
         super().__init__(len(names))
         order = sorted(range(len(names)), key=lambda r: (names[r][:-1], names[r][-1]))
         self._names = [names[r] for r in order]
         self._kinds = [kinds[r] for r in order]
+        self._first = [first[r] for r in order]
         self._kernels = kernels.gather(order)  # a list of names per path; null: none
         self._table = {k: v[order] for k, v in table.items()}
 
@@ -261,7 +286,7 @@ class OpSeries(Records[dict[str, Any]]):
         # whole tables into lists at once: a NumPy call per row and series took 1.3 s of
         # 100,000 ops; ns / 1000 is already the nearest double to the three-decimal µs figure
         part = {k: v[start:stop] for k, v in self._table.items()}
-        series = {"calls": part["calls"].tolist()} | {
+        series = {k: part[k].tolist() for k in ("calls", *COUNT_SERIES)} | {
             k: (part[k] / 1000).tolist() for k in OP_SERIES[1:]
         }
         launch_us = [
@@ -277,6 +302,8 @@ class OpSeries(Records[dict[str, Any]]):
                 "kernels": kernels[i] or [],
                 **{k: series[k][i] for k in OP_SERIES},
                 "launch_us": launch_us[i],
+                **{k: series[k][i] for k in COUNT_SERIES},
+                "order": self._first[start + i],
             }
             for i in range(stop - start)
         ]
@@ -339,18 +366,40 @@ def _busy_within(
     return inside
 
 
+DECLARED = ("bytes_moved", "flops")
+"""What a study may declare per call of an implementation, read where the run's manifest has it."""
+
+
+def declared_work(implementation: object) -> dict[str, float]:
+    """The declared bytes moved and FLOPs per call of the manifest's implementation record, those
+    it has (a number each; an older manifest, a bare trace or a study without them: none)."""
+    out = {}
+    for key in DECLARED:
+        value = getattr(implementation, key, None)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            out[key] = float(value)
+    return out
+
+
 def diff_profile(
     frames: TraceFrames,
     steps: pl.DataFrame,
     busy: list[tuple[int, int]],
     gaps: pl.DataFrame,
     extra_device_ns: dict[int, int],
+    implementation: object = None,
 ) -> DiffProfile:
-    """The ``diff_profile`` record of ``summary.json``: steps, their parts, the op series."""
+    """The ``diff_profile`` record of ``summary.json``: steps, their parts, the op series, and
+    (``declared``, only when the manifest's ``implementation`` record declares them) the bytes
+    moved and FLOPs per call."""
     numbers = steps["step"].to_list()
-    return {
+    profile: DiffProfile = {
         "steps": numbers,
         "step_us": _us(steps["dur_ns"].to_list()),
         "parts_us": step_parts(frames, steps, busy, gaps),
         "ops": op_series(frames, extra_device_ns, numbers),
     }
+    declared = declared_work(implementation)
+    if declared:
+        profile["declared"] = declared
+    return profile

@@ -8,7 +8,7 @@ figures from the summary document only, so every number a finding quotes is also
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from nprof_report.report.figures import ranks
@@ -197,12 +197,37 @@ IMPLEMENTATION_RULES: tuple[ImplementationRule, ...] = (
 """Rules over one implementation's record (and the run's provenance), in the order listed."""
 
 
+OUTPUT_WRONG = " (output wrong)"
+"""What follows the name of an implementation whose output failed the numerical check, in every
+sentence that ranks it."""
+
+
+def named(label: str, wrong: Collection[str]) -> str:
+    """``label``, marked when its output failed the numerical check."""
+    return label + OUTPUT_WRONG if label in wrong else label
+
+
+def marked(comp: Comparison, wrong: Collection[str]) -> Comparison:
+    """``comp`` with both labels as sentences that rank them name them."""
+    if comp["label"] not in wrong and comp["baseline"] not in wrong:
+        return comp
+    return {
+        **comp,
+        "label": named(comp["label"], wrong),
+        "baseline": named(comp["baseline"], wrong),
+    }
+
+
 def find(summary: Summary) -> list[Finding]:
     """Evaluate every rule; most severe first, then in implementation order (a job's cross-rank
     findings before its ranks' own)."""
     run = summary["run"]
+    wrong = set(summary.get("output_wrong") or ())
     out = [
-        f for comp in summary["comparisons"] for rule in COMPARISON_RULES for f in rule(comp, run)
+        f
+        for comp in summary["comparisons"]
+        for rule in COMPARISON_RULES
+        for f in rule(marked(comp, wrong), run)
     ]
     out += [
         f

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import cast, overload
+from typing import Literal, cast, overload
 
 import polars as pl
 
@@ -37,6 +37,7 @@ from nprof_report.report.figures.summary_types import (
     ONE_STEP,
     Comparison,
     ComparisonFigures,
+    ConstructedInput,
     Gaps,
     Headline,
     ImplementationRecord,
@@ -102,7 +103,17 @@ def headline(a: ImplementationAnalysis) -> Headline:
         if (overhead is not None and unprof and unprof.median_us)
         else None,
         "first_call_s": a.implementation.first_call_s if a.implementation else None,
+        "bound_by": bound_by(dispatch, device) if st else None,
     }
+
+
+def bound_by(dispatch_us: float, device_us: float | None) -> Literal["dispatch", "device"] | None:
+    """What bounds a step: ``device`` when the device works at least as long per step as the
+    host dispatches, else ``dispatch`` (the device waits on the host); None without device
+    activity."""
+    if device_us is None:
+        return None
+    return "device" if device_us >= dispatch_us else "dispatch"
 
 
 def compare(base: Headline, other: Headline) -> ComparisonFigures:
@@ -143,11 +154,16 @@ def build_summary(
     manifest: Manifest | None,
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
+    *,
+    pairs: Sequence[tuple[int, int]] | None = None,
+    output_wrong: Sequence[str] = (),
 ) -> Summary:
     """The ``summary.json`` document; ``ranks``: the figures of each source as a rank.
 
-    Rows copied from a frame or a dataclass are cast to their declared shape
-    (:mod:`.summary_types`; ``tests/test_summary_types.py`` holds the two together).
+    ``pairs``: which analyses are compared, as (baseline, other) indices (default: each against
+    the first); ``output_wrong``: the labels whose output failed the numerical check (findings
+    that rank them say so). Rows copied from a frame or a dataclass are cast to their declared
+    shape (:mod:`.summary_types`; ``tests/test_summary_types.py`` holds the two together).
     """
     impls: list[ImplementationRecord] = []
     for a in analyses:
@@ -203,22 +219,21 @@ def build_summary(
                 "step_rule": a.step_rule,
             }
         )
-    comparisons: list[Comparison] = []
-    if impls:
-        base = impls[0]
-        for other in impls[1:]:
-            comparisons.append(
-                {
-                    "baseline": base["label"],
-                    "label": other["label"],
-                    **compare(base["headline"], other["headline"]),
-                }
-            )
+    if pairs is None:
+        pairs = [(0, k) for k in range(1, len(impls))]
+    comparisons: list[Comparison] = [
+        {
+            "baseline": impls[b]["label"],
+            "label": impls[o]["label"],
+            **compare(impls[b]["headline"], impls[o]["headline"]),
+        }
+        for b, o in pairs
+    ]
     all_caveats = list(caveats) + [n for a in analyses for n in a.notes]
     summary: Summary = {
         "format": SUMMARY_FORMAT,
         "format_version": SUMMARY_VERSION,
-        "run": _run_record(manifest),
+        "run": run_record(manifest),
         "implementations": impls,
         "comparisons": comparisons,
         "caveats": all_caveats,
@@ -227,8 +242,29 @@ def build_summary(
     record = cross_rank(ranks or [])
     if record is not None:
         summary["ranks"] = record
+    constructed = constructed_inputs(analyses)
+    if constructed:
+        summary["constructed"] = constructed
+    if output_wrong:
+        summary["output_wrong"] = list(output_wrong)
     summary["findings"] = find(summary)
     return summary
+
+
+CONSTRUCTED_MARK = "CONSTRUCTED trace, not a capture"
+"""How parse notes a trace that says it was constructed (its ``nprof_constructed`` key,
+parse/read/reference.py): ``trace.json: CONSTRUCTED trace, not a capture: <how it was made>``."""
+
+
+def constructed_inputs(analyses: Sequence[ImplementationAnalysis]) -> list[ConstructedInput]:
+    """The sources whose trace says it was constructed, with how it was made."""
+    out: list[ConstructedInput] = []
+    for a in analyses:
+        note = next((n for n in a.notes if CONSTRUCTED_MARK in n), None)
+        if note is not None:
+            how = note.split(CONSTRUCTED_MARK, 1)[1].lstrip(": ").strip()
+            out.append({"label": a.label, "note": how or "constructed, not captured"})
+    return out
 
 
 def _median_step_breakdown(a: ImplementationAnalysis) -> MedianStep | None:
@@ -334,7 +370,8 @@ def _neuron_record(figures: NeuronFigures) -> NeuronRecord:
     }
 
 
-def _run_record(manifest: Manifest | None) -> RunRecord | None:
+def run_record(manifest: Manifest | None) -> RunRecord | None:
+    """``run``: the manifest without its implementations."""
     if manifest is None:
         return None
     record = asdict(manifest)

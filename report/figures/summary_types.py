@@ -43,6 +43,7 @@ class RunRecord(TypedDict):
     profiler: dict[str, Any]
     environment: dict[str, str]
     files: list[FileRecord]
+    hardware: dict[str, Any]
     format: str
     format_version: int
     format_minor: int
@@ -80,6 +81,9 @@ class Headline(StepSpread):
     profiler_overhead_us: float | None
     profiler_overhead_pct: float | None
     first_call_s: float | None
+    # what bounds the step: "dispatch" (host dispatch per step above device time per step) or
+    # "device"; None without device activity (on the CPU the ops compute inside their dispatch)
+    bound_by: Literal["dispatch", "device"] | None
 
 
 class StepTime(TypedDict):
@@ -262,6 +266,8 @@ class DiffProfile(TypedDict):
     step_us: list[float]
     parts_us: dict[str, list[float]]
     ops: Sequence[dict[str, Any]]  # a list, or .records.Records until written
+    # bytes_moved / flops per call, where the run's manifest declares them
+    declared: NotRequired[dict[str, float]]
 
 
 class ImplementationRecord(TypedDict):
@@ -498,6 +504,137 @@ class CheckRecord(TypedDict):
     note: str | None
 
 
+class RooflineRecord(TypedDict):
+    """``roofline[]``: one implementation at one size against the device's peaks
+    (:mod:`.roofline`); GB/s and GFLOP/s are 10⁹ per second."""
+
+    label: str
+    size: list[int]
+    size_label: str
+    bytes: int | None
+    flops: int | None
+    intensity: float | None  # FLOPs per byte
+    time_us: float | None
+    time_source: Literal["device", "unprofiled"] | None
+    achieved_gbps: float | None
+    achieved_gflops: float | None
+    peak_gbps: float | None
+    peak_gflops: float | None
+    peak_source: str
+    pct_of_peak_bw: float | None
+    pct_of_peak_flops: float | None
+    bound: Literal["memory", "compute"] | None
+    above_peak: bool
+
+
+class RooflineBasis(TypedDict):
+    """``roofline_basis``: the peaks the roofline is drawn against and where they come from;
+    ``note`` says why there is no roofline or no percentage."""
+
+    device: str | None
+    dtype: str | None
+    peak_gbps: float | None
+    peak_gflops: float | None
+    peak_kind: str
+    peak_source: str | None
+    ridge_flops_per_byte: float | None
+    note: str | None
+
+
+class FailureRecord(TypedDict):
+    """``failures[]``: an implementation that did not run at some size of its run (the
+    manifest's status and error), with the sizes where it did."""
+
+    label: str  # as the report names it (with its run where there are several)
+    implementation: str
+    run: str | None
+    status: str  # "failed", "interrupted" or "not run"
+    sizes: list[str]  # where it did not run, in order of size ("" : a size not recorded)
+    error: str | None  # the first line of the first error
+    ran_at: list[str]  # the sizes where it ran
+
+
+class ConstructedInput(TypedDict):
+    """``constructed[]``: an input built by hand or by a script, not captured."""
+
+    label: str
+    note: str
+
+
+class RunMember(TypedDict):
+    """A record of a run: its label, its implementation's name and its size."""
+
+    label: str
+    implementation: str
+    size_label: str | None
+
+
+class RunSide(TypedDict):
+    """``runs[]``: one run of several given to ``build`` (absent with one)."""
+
+    name: str
+    prefix: str  # what its labels start with: its backend, or its name
+    path: str
+    study: str | None
+    backend: str | None
+    device: str | None
+    sizes: list[str]  # in order of size
+    members: list[RunMember]  # its records, in order
+    constructed: bool
+    run: RunRecord | None
+
+
+class RunComparison(Comparison):
+    """``across_runs[]``: one implementation at one size in a run against the same
+    implementation and size in the study's first run (the baseline run)."""
+
+    implementation: str
+    size_label: str | None
+    baseline_run: str
+    run: str
+    holds: str | None  # the run's against the baseline run's: faster, slower, within noise
+    metric: Metric | None  # the figure compared: un-profiled calls, else profiled steps
+    times: float | None  # how many times faster or slower (1 or more)
+
+
+class BackendOpSide(TypedDict):
+    """A framework op on one backend: how often it is dispatched per step, its host dispatch
+    per call, and the device work it launched per call (nested ops' included)."""
+
+    calls_per_step: float
+    dispatch_per_call_us: float | None
+    device_per_call_us: float | None
+    device_activities_per_call: float | None
+
+
+class BackendOp(TypedDict):
+    """A framework op aligned by name across two backends (None: not dispatched there)."""
+
+    op: str
+    baseline: BackendOpSide | None
+    other: BackendOpSide | None
+
+
+class BackendComparison(TypedDict):
+    """One implementation (at one size) on two backends, op by op."""
+
+    implementation: str
+    size_label: str | None
+    baseline: str
+    label: str
+    baseline_backend: str
+    backend: str
+    ops: list[BackendOp]
+
+
+class BackendsRecord(TypedDict):
+    """``backends``: runs of one study on different backends, compared by structure."""
+
+    backends: list[str]
+    runs: list[str]
+    comparisons: list[BackendComparison]
+
+
 class Summary(TypedDict):
     """The ``summary.json`` document."""
 
@@ -511,3 +648,11 @@ class Summary(TypedDict):
     ranks: NotRequired[RanksRecord]
     sweep: NotRequired[SweepRecord]
     numerical_check: NotRequired[list[CheckRecord]]
+    roofline: NotRequired[list[RooflineRecord]]
+    roofline_basis: NotRequired[RooflineBasis | None]
+    failures: NotRequired[list[FailureRecord]]
+    constructed: NotRequired[list[ConstructedInput]]
+    output_wrong: NotRequired[list[str]]  # labels of records whose output failed the check
+    runs: NotRequired[list[RunSide]]
+    across_runs: NotRequired[list[RunComparison]]
+    backends: NotRequired[BackendsRecord]

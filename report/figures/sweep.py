@@ -16,13 +16,21 @@ at the largest size holds at every larger size.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, replace
 from typing import cast
 
 from nprof_report.bundle import Manifest, elements, size_label
 from nprof_report.report.figures.analyses import ImplementationAnalysis
-from nprof_report.report.figures.findings import SEVERITY_RANK, Severity
+from nprof_report.report.figures.failures import failure_findings, failures
+from nprof_report.report.figures.findings import SEVERITY_RANK, Severity, named
 from nprof_report.report.figures.ranks import RankFigures
+from nprof_report.report.figures.roofline import (
+    PeakOverride,
+    roofline,
+    roofline_caveats,
+    roofline_findings,
+)
 from nprof_report.report.figures.summary import build_summary, compare, headline
 from nprof_report.report.figures.summary_types import (
     CheckRecord,
@@ -54,28 +62,44 @@ def summarise(
     manifest: Manifest | None,
     caveats: list[str],
     ranks: list[RankFigures] | None = None,
+    peaks: PeakOverride | None = None,
 ) -> Summary:
-    """:func:`~nprof_report.report.figures.summary.build_summary`, plus the sweep and the numerical check
-    (``ranks`` as there; a sweep is one process, so it has no ranks)."""
+    """:func:`~nprof_report.report.figures.summary.build_summary` of one run, plus the sweep, the
+    numerical check, the implementations that failed and the roofline (``ranks`` as there; a
+    sweep is one process, so it has no ranks; ``peaks``: ``--peak-gbps`` / ``--peak-gflops``)."""
     sizes = sorted({s for a in analyses if (s := _size_of(a)) is not None}, key=elements)
+    checks = numerical_checks(manifest)
+    wrong = output_wrong(checks)
+    failed = failures(manifest)
     if len(sizes) < 2 or manifest is None:
-        summary = build_summary(analyses, manifest, caveats, ranks)
+        summary = build_summary(analyses, manifest, caveats, ranks, output_wrong=wrong)
     else:
         largest, smallest = sizes[-1], sizes[0]
         at = {s: [a for a in analyses if _size_of(a) == s] for s in sizes}
         shown = replace(manifest, workload={**manifest.workload, "shape": list(largest)})
         others = [f"{size_label(s)}: {n}" for s in sizes[:-1] for a in at[s] for n in a.notes]
-        summary = build_summary(at[largest], shown, caveats + others)
+        summary = build_summary(at[largest], shown, caveats + others, output_wrong=wrong)
         small = build_summary(at[smallest], shown, [])
         summary["sweep"] = _sweep_record(sizes, at, small)
-    summary["numerical_check"] = _checks(manifest)
+    summary["numerical_check"] = checks
+    if failed:
+        summary["failures"] = failed
+    summary["roofline"], summary["roofline_basis"] = roofline(summary, manifest, analyses, peaks)
+    summary["caveats"] += roofline_caveats(summary["roofline"], summary["roofline_basis"])
     summary["findings"] = sorted(  # stable: the run's own findings first at each severity
-        check_findings(summary["numerical_check"])
-        + sweep_findings(summary.get("sweep"))
+        check_findings(checks)
+        + failure_findings(failed)
+        + sweep_findings(summary.get("sweep"), wrong)
+        + roofline_findings(summary["roofline"])
         + summary["findings"],
         key=lambda f: SEVERITY_RANK[f["severity"]],
     )
     return summary
+
+
+def output_wrong(checks: list[CheckRecord]) -> list[str]:
+    """The implementations whose output failed the numerical check at some size."""
+    return list(dict.fromkeys(c["label"] for c in checks if c["status"] == "fail"))
 
 
 def detail_label(label: str, size: Size | list[int]) -> str:
@@ -187,39 +211,55 @@ def _finding(severity: Severity, rule: str, title: str, evidence: str) -> Findin
     return {"severity": severity, "rule": rule, "title": title, "evidence": evidence}
 
 
-def crossover_title(comp: SweepComparison) -> str | None:
-    """``fused beats naive from 64×4096 on; below it the difference is within noise``."""
-    holds, label, base = comp["holds"], comp["label"], comp["baseline"]
-    from_size, under = comp["from_size"], comp["below"]
+def crossover_title(
+    comp: SweepComparison, largest: list[int] | None = None, wrong: Collection[str] = ()
+) -> str | None:
+    """``fused beats naive from 64×4096 on; below it the difference is within noise``.
+
+    A claim never runs past the last size where both ran: when that is below ``largest`` (the
+    sweep's largest size; one of the two failed above it) the title says ``from A to B, the last
+    size where both ran``. ``wrong``: labels marked as their output failed the numerical check.
+    """
+    holds, from_size, under = comp["holds"], comp["from_size"], comp["below"]
+    label, base = named(comp["label"], wrong), named(comp["baseline"], wrong)
     if holds is None or from_size is None:  # one is None where the other is
         return None
     points = comp["points"]
     start = size_label(from_size)
-    span = f"{size_label(points[0]['size'])} to {size_label(points[-1]['size'])}"
+    last = size_label(points[-1]["size"])
+    stops = largest is not None and list(points[-1]["size"]) != list(largest)
+    span = f"{size_label(points[0]['size'])} to {last}"
     what = {
         FASTER: f"{label} beats {base}",
         SLOWER: f"{label} is slower than {base}",
         NOISE: f"{label} and {base} are within noise of each other",
     }[holds]
     if under is None:
-        return f"{what} at every size measured ({span})" if len(points) > 1 else None
+        if len(points) < 2:
+            return None
+        return f"{what} at every size " + (
+            f"both ran ({span}; no claim beyond {last})" if stops else f"measured ({span})"
+        )
     below = {
         NOISE: "the difference is within noise",
         FASTER: f"{label} is faster",
         SLOWER: f"{base} is faster",
         "mixed": "the result changes from size to size",
     }[under]
+    if stops:
+        reach = f"at {last}" if start == last else f"from {start} to {last}"
+        return f"{what} {reach}, the last size where both ran; below it {below}"
     return f"{what} from {start} on; below it {below}"
 
 
-def sweep_findings(sweep: SweepRecord | None) -> list[Finding]:
-    """A crossover finding per implementation against the baseline; where device time overtakes
-    host dispatch."""
+def sweep_findings(sweep: SweepRecord | None, wrong: Collection[str] = ()) -> list[Finding]:
+    """A crossover finding per implementation against the baseline (``wrong``: labels whose
+    output failed the numerical check); where device time overtakes host dispatch."""
     if not sweep:
         return []
     out = []
     for comp in sweep["comparisons"]:
-        title = crossover_title(comp)
+        title = crossover_title(comp, sweep.get("largest"), wrong)
         if title is None:
             continue
         metric = comp.get("metric") or "unprofiled"
@@ -270,7 +310,8 @@ def sweep_findings(sweep: SweepRecord | None) -> list[Finding]:
     return out
 
 
-def _checks(manifest: Manifest | None) -> list[CheckRecord]:
+def numerical_checks(manifest: Manifest | None) -> list[CheckRecord]:
+    """Every implementation's numerical check at every size, from the manifest."""
     if manifest is None:
         return []
     return [

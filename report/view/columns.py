@@ -27,16 +27,48 @@ HEADLINE_COLUMNS = [
     Col("Step IQR", "step_iqr_us", as_us),
     Col("Steps", "steps", as_text, shown=False),
     Col("Framework ops / step", "framework_ops_per_step", as_number),
-    Col("Host dispatch / step", "dispatch_per_step_us", as_us, shown=False),
+    Col("Host dispatch / step", "dispatch_per_step_us", as_us),
     Col("Dispatch / op", "dispatch_per_op_us", as_us, shown=False),
     Col("Device time / step", "device_per_step_us", as_us),
+    Col("Bound by", "bound_by", as_text),
     Col("Device busy", "device_busy_pct", lambda v: as_number(v, "%"), shown=False),
     Col("Device activities / step", "device_activities_per_step", as_number, shown=False),
     Col("Un-profiled / call", "unprofiled_median_us", as_us),
     Col("Profiler overhead", "profiler_overhead_pct", lambda v: as_number(v, "%"), shown=False),
 ]
-"""The page-1 table: the columns a verdict needs are shown, the others go to each
-implementation's section and to headline.csv."""
+"""The page-1 table: the columns a verdict needs are shown (host dispatch against device time
+per step, and which bounds the step), the others go to each implementation's section and to
+headline.csv."""
+
+ACROSS_RUNS_COLUMNS = [
+    Col("Implementation", "label", as_text, 2.0, text=True),
+    Col("Against", "baseline", as_text, 2.0, text=True),
+    Col("Step ratio", "step_ratio", lambda v: as_number(v, "×")),
+    Col("Exceeds noise (steps)", "step_exceeds_noise", as_yesno, 1.1),
+    Col("Un-profiled ratio", "unprofiled_ratio", lambda v: as_number(v, "×")),
+    Col("Exceeds noise (un-profiled)", "unprofiled_exceeds_noise", as_yesno, 1.3),
+    Col("Verdict", "holds", as_text, 1.1, text=True),
+    Col("Times", "times", lambda v: as_number(v, "×")),
+    Col("Step Δ", "step_delta_us", as_us_signed, shown=False),
+    Col("Un-profiled Δ", "unprofiled_delta_us", as_us_signed, shown=False),
+    Col("Framework ops Δ / step", "ops_per_step_delta", as_number, shown=False),
+    Col("Implementation name", "implementation", as_text, shown=False),
+    Col("Size", "size_label", as_text, shown=False),
+    Col("Run", "run", as_text, shown=False),
+    Col("Baseline run", "baseline_run", as_text, shown=False),
+    Col("Metric", "metric", as_text, shown=False),
+]
+"""Each run against the study's first run, the same implementation at the same size
+(``across_runs[]``)."""
+
+BACKEND_OP_FIGURES: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("Calls / step", "calls_per_step", as_number),
+    ("Dispatch / call", "dispatch_per_call_us", as_us),
+    ("Device / call", "device_per_call_us", as_us),
+    ("Device acts / call", "device_activities_per_call", as_number),
+)
+"""What the backends section shows of a framework op on each backend (``BackendOpSide``), one
+column per backend."""
 
 COMPARISON_COLUMNS = [
     Col("Implementation", "label", as_text, 2.0, text=True),
@@ -186,3 +218,40 @@ RANKS_COLUMNS = [
     Col("Comm %", "comm_pct", lambda v: as_number(v, "%")),
 ]
 """Per rank (:mod:`.ranksection`)."""
+
+
+def _as_pct_of_peak(x: float | None) -> str:
+    """A share of the peak; above 100 % it is flagged, never read as a result (see caveats)."""
+    if x is None:
+        return "–"
+    return f"{x:.3g} %" + (" (above peak)" if x > 100 else "")
+
+
+def _as_bytes(x: int | None) -> str:
+    """Decimal units, as GB/s counts them: ``2.114 MB``; the CSV keeps the count."""
+    if x is None:
+        return "–"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x} B"
+
+
+ROOFLINE_COLUMNS = [
+    Col("Implementation", "label", as_text, 1.2, text=True),
+    Col("Size", "size_label", as_text, 1.0),
+    Col("Bytes", "bytes", _as_bytes, 1.5),
+    Col("FLOPs", "flops", lambda v: "–" if v is None else f"{v:,}", shown=False),
+    Col("FLOPs / byte", "intensity", as_number, 1.1),
+    Col("Time / call", "time_us", as_us, 1.7),
+    Col("Time source", "time_source", as_text, shown=False),
+    Col("GB/s", "achieved_gbps", as_number, 1.1),
+    Col("% of peak GB/s", "pct_of_peak_bw", _as_pct_of_peak, 1.3),
+    Col("GFLOP/s", "achieved_gflops", as_number, 1.1),
+    Col("% of peak FLOP/s", "pct_of_peak_flops", _as_pct_of_peak, 1.6),
+    Col("Bound", "bound", as_text, 0.8),
+    Col("Peak GB/s", "peak_gbps", as_number, shown=False),
+    Col("Peak GFLOP/s", "peak_gflops", as_number, shown=False),
+    Col("Peak source", "peak_source", as_text, shown=False),
+    Col("Above peak", "above_peak", as_yesno, shown=False),
+]

@@ -6,18 +6,16 @@ Templates only place what this module prepared; every number shown comes from th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from nprof_report.report.figures import (
     Finding,
     ImplementationRecord,
-    Metric,
     NeuronRecord,
     RunRecord,
     Summary,
     detail_implementations,
-    metric_figures,
 )
 from nprof_report.report.view import charts
 from nprof_report.report.view.charts import Chart
@@ -36,7 +34,19 @@ from nprof_report.report.view.columns import (
     TOP_OPS_RANK,
 )
 from nprof_report.report.view.glossary import GLOSSARY
+from nprof_report.report.view.pageone import (
+    bound_sentence,
+    constructed_banner,
+    failures_sentence,
+    fastest,
+    listed,
+    shown_comparisons,
+)
 from nprof_report.report.view.ranksection import RanksSection, ranks_section
+from nprof_report.report.view.rooflineview import GLOSSARY as ROOFLINE_GLOSSARY
+from nprof_report.report.view.rooflineview import RooflineView, roofline_section
+from nprof_report.report.view.runsview import GLOSSARY as RUNS_GLOSSARY
+from nprof_report.report.view.runsview import BackendsView, StudyBlock, runs_view
 from nprof_report.report.view.safetext import show_bidi
 from nprof_report.report.view.sweepview import GLOSSARY as SWEEP_GLOSSARY
 from nprof_report.report.view.sweepview import SweepView, sweep_section
@@ -67,7 +77,7 @@ class ReportModel:
     title: str
     run_id: str
     question: str
-    verdict: str
+    verdict: str  # the whole verdict; page 1 shows it as ``verdict_parts``, one paragraph each
     headline: Table
     comparisons: Table
     findings: list[Finding]
@@ -82,22 +92,40 @@ class ReportModel:
     generated_from: list[str]
     sweep: SweepView | None = None  # sizes and numerical check (view/sweepview.py)
     ranks: RanksSection | None = None  # several ranks of one job (view/ranksection.py)
+    roofline: RooflineView | None = None  # against the device's peaks (view/rooflineview.py)
+    banner: str | None = None  # at the top of page 1: some input was constructed
+    across: Table | None = None  # several runs: each against the baseline run (view/runsview.py)
+    studies: list[StudyBlock] = field(default_factory=list)  # further studies (--allow-mixed)
+    backends: BackendsView | None = None  # runs on different backends (view/runsview.py)
+    verdict_parts: list[str] = field(default_factory=list)
+
+    @property
+    def page_tables(self) -> list[Table]:
+        """The tables of page 1 and of the further studies' blocks (all written as CSV)."""
+        tables = [self.headline, self.comparisons, *([self.across] if self.across else [])]
+        return tables + [t for b in self.studies for t in b.tables]
 
 
 def build_model(summary: Summary) -> ReportModel:
     """Format the summary for the templates."""
+    if summary.get("runs"):
+        return _runs_model(summary)
     run = summary["run"]
     impls = summary["implementations"]
     labels = [i["label"] for i in impls]
+    failures = summary.get("failures") or []
+    wrong = summary.get("output_wrong") or []
     run_id = (run["run_id"] if run else "") or " vs ".join(labels)
     workload: dict[str, Any] = (run["workload"] if run else None) or {}
     shape = "×".join(str(d) for d in workload.get("shape", [])) or "unknown shape"
     question = (
-        f"Which {workload.get('name', 'RMSNorm')} implementation ({', '.join(labels)}) is fastest on "
-        f"{run['device'] or 'the captured device'} (backend {run['backend'] or 'unknown'}) "
-        f"for a {shape} {workload.get('dtype', '')} input, and where does its time go?"
+        f"Which {workload.get('name', 'RMSNorm')} implementation ({listed(labels, failures)}) is "
+        f"fastest on {run['device'] or 'the captured device'} (backend "
+        f"{run['backend'] or 'unknown'}) for a {shape} {workload.get('dtype', '')} input, and "
+        "where does its time go: host dispatch or device work?"
         if run
-        else f"How do {', '.join(labels)} compare, and where does their time go?"
+        else f"How do {', '.join(labels)} compare, and where does their time go: host dispatch "
+        "or device work?"
     )
     headline = make_table(
         "Headline figures per implementation",
@@ -105,45 +133,40 @@ def build_model(summary: Summary) -> ReportModel:
         HEADLINE_COLUMNS,
         [{"label": i["label"], **i["headline"]} for i in impls],
         note=(
-            "Medians over the active steps; '–' where the trace has no such data. "
-            "The other figures are in each implementation's section and headline.csv."
+            "Medians over the active steps; '–' where the trace has no such data. Bound by: "
+            "dispatch where host dispatch per step exceeds device time per step (the device waits "
+            "on the host), else device. The other figures are in each implementation's section "
+            "and headline.csv."
         ),
     )
     comparisons = make_table(
         f"Difference from the baseline ({labels[0] if labels else '–'})",
         "comparisons.csv",
         COMPARISON_COLUMNS,
-        # where a side has one step, the noise cell says so instead of a verdict
-        [
-            {**c, "step_exceeds_noise": c["step_spread"]} if c.get("step_spread") else c
-            for c in summary["comparisons"]
-        ],
+        shown_comparisons(summary["comparisons"]),
     )
     shown = impls[:MAX_IMPLEMENTATIONS]
-    findings = summary["findings"]
-    left_out = []
-    if len(impls) > len(shown):
-        left_out.append(
-            f"Sections and charts cover the first {len(shown)} of {len(impls):,} implementations; "
-            "the others are in the headline table, its CSV and summary.json."
-        )
-    if len(findings) > MAX_FINDINGS:
-        left_out.append(
-            f"The first {MAX_FINDINGS} of {len(findings):,} findings are listed; all of them "
-            "are in summary.json."
-        )
     sweep = sweep_section(summary)
+    roofline = roofline_section(summary)
+    verdict = [
+        fastest(impls, summary["comparisons"], wrong),
+        failures_sentence(failures),
+        bound_sentence(shown, run["backend"] if run else None),
+        *(sweep.sentences if sweep else []),
+        *(roofline.sentences if roofline else []),
+    ]
     return ReportModel(
         title=f"{workload.get('name', 'RMSNorm')} study: {run_id}"
         if run
         else f"Profile comparison: {run_id}",
         run_id=run_id,
         question=question,
-        verdict=" ".join([_verdict(summary), *(sweep.sentences if sweep else [])]),
+        verdict=" ".join(s for s in verdict if s),
+        verdict_parts=[s for s in verdict if s],
         headline=headline,
         comparisons=comparisons,
-        findings=findings[:MAX_FINDINGS],
-        left_out=left_out,
+        findings=summary["findings"][:MAX_FINDINGS],
+        left_out=_left_out(impls, shown, summary["findings"]),
         charts=_charts(shown),
         sections=[
             *(_section(i, shown=k < len(shown)) for k, i in enumerate(impls)),
@@ -160,53 +183,79 @@ def build_model(summary: Summary) -> ReportModel:
         )
         if run
         else None,
-        glossary=[*GLOSSARY, *(SWEEP_GLOSSARY if sweep else [])],
+        glossary=[
+            *GLOSSARY,
+            *(SWEEP_GLOSSARY if sweep else []),
+            *(ROOFLINE_GLOSSARY if roofline and roofline.view.tables else []),
+        ],
         generated_from=[i["trace"] for i in impls],
         sweep=sweep.view if sweep else None,
         ranks=ranks_section(summary),
+        roofline=roofline.view if roofline else None,
+        banner=constructed_banner(summary),
     )
 
 
-def _verdict(summary: Summary) -> str:
-    impls = summary["implementations"]
-    if not impls:
-        return "No implementation could be analysed."
-    key: Literal["unprofiled_median_us", "step_median_us"] = (
-        "unprofiled_median_us"
-        if all(i["headline"].get("unprofiled_median_us") is not None for i in impls)
-        else "step_median_us"
-    )
-    timed = [(i, t) for i in impls if (t := i["headline"][key]) is not None]
-    if not timed:
-        return "No step timings were found in the traces."
-    best, best_time = min(timed, key=lambda it: it[1])
-    base = impls[0]
-    base_time = base["headline"][key]
-    what = (
-        "un-profiled time per call"
-        if key == "unprofiled_median_us"
-        else "median profiled step time"
-    )
-    text = f"{best['label']} is fastest by {what}: {as_us(best_time)}"
-    if best is not base and base_time:
-        ratio = base_time / best_time
-        comp = next((c for c in summary["comparisons"] if c["label"] == best["label"]), None)
-        metric: Metric = "unprofiled" if key == "unprofiled_median_us" else "step"
-        noise = "exceeds" if comp and metric_figures(comp, metric)[2] else "does not exceed"
-        judged = f"the difference {noise} the run-to-run noise."
-        if metric == "step" and comp and comp.get("step_spread"):
-            judged = f"{comp['step_spread']}, so no noise verdict."
-        text += f" against {as_us(base_time)} for {base['label']} ({ratio:.2f}× faster); {judged}"
-    else:
-        text += f", the baseline ({base['label']}) itself."
-    ops = [(i["label"], i["headline"].get("framework_ops_per_step")) for i in impls]
-    if all(o is not None for _, o in ops):
-        text += (
-            " Framework ops dispatched per step: "
-            + ", ".join(f"{lbl} {o:g}" for lbl, o in ops)
-            + "."
+def _left_out(
+    impls: list[ImplementationRecord], shown: list[ImplementationRecord], findings: list[Finding]
+) -> list[str]:
+    """What the report leaves to summary.json and the CSV files."""
+    left_out = []
+    if len(impls) > len(shown):
+        left_out.append(
+            f"Sections and charts cover the first {len(shown)} of {len(impls):,} implementations; "
+            "the others are in the headline table, its CSV and summary.json."
         )
-    return text
+    if len(findings) > MAX_FINDINGS:
+        left_out.append(
+            f"The first {MAX_FINDINGS} of {len(findings):,} findings are listed; all of them "
+            "are in summary.json."
+        )
+    return left_out
+
+
+def _runs_model(summary: Summary) -> ReportModel:
+    """A report of several runs (:mod:`.runsview`): page 1 is the first study's."""
+    view = runs_view(summary)
+    page, *others = view.blocks
+    impls = summary["implementations"]
+    shown = impls[:MAX_IMPLEMENTATIONS]
+    sweep = sweep_section(summary)  # the numerical check of every run
+    provenance: list[tuple[str, str]] = []
+    for r in summary.get("runs") or []:
+        provenance.append(
+            (
+                f"Run {r['name']}",
+                f"{r['path']}; study {r['study'] or '–'}; backend {r['backend'] or '–'}; "
+                f"device {r['device'] or '–'}"
+                + (f"; captured {r['run']['created_utc']}" if r["run"] else "; no manifest")
+                + ("; CONSTRUCTED" if r["constructed"] else ""),
+            )
+        )
+    return ReportModel(
+        title=view.title,
+        run_id=view.run_id,
+        question=page.question,
+        verdict=" ".join(page.verdict),
+        verdict_parts=page.verdict,
+        headline=page.headline,
+        comparisons=page.comparisons,
+        findings=summary["findings"][:MAX_FINDINGS],
+        left_out=_left_out(impls, shown, summary["findings"]),
+        charts=_charts(shown) + view.charts,
+        sections=[_section(i, shown=k < len(shown)) for k, i in enumerate(impls)],
+        caveats=summary["caveats"],
+        provenance=provenance,
+        environment=[],
+        files=None,
+        glossary=[*GLOSSARY, *RUNS_GLOSSARY, *(SWEEP_GLOSSARY if sweep else [])],
+        generated_from=[i["trace"] for i in impls],
+        sweep=sweep.view if sweep else None,
+        banner=constructed_banner(summary),
+        across=page.across,
+        studies=others,
+        backends=view.backends,
+    )
 
 
 def _charts(impls: list[ImplementationRecord]) -> list[Chart]:

@@ -187,7 +187,10 @@ def sweep_section(summary: Summary) -> SweepSection | None:
     if sweep:
         largest = "×".join(map(str, sweep["largest"]))
         smallest = "×".join(map(str, sweep["smallest"]))
-        titles = [t for c in sweep["comparisons"] if (t := crossover_title(c))]
+        wrong = summary.get("output_wrong") or []
+        titles = [
+            t for c in sweep["comparisons"] if (t := crossover_title(c, sweep["largest"], wrong))
+        ]
         sentences.append(
             f"These figures are for the largest size, {largest}; the sweep covers "
             f"{len(sweep['sizes'])} sizes from {smallest}."

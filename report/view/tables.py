@@ -192,7 +192,9 @@ def as_us_signed(x: float | None) -> str:
 def as_number(x: float | None, unit: str = "") -> str:
     if x is None:
         return "–"
-    return f"{x:g}{unit}"
+    # six significant digits, but a large value in full as the summary rounded it (173820.4%,
+    # not 173820%)
+    return f"{x:g}{unit}" if abs(x) < 1e5 else f"{x:.10g}{unit}"
 
 
 def as_yesno(x: bool | str | None) -> str:

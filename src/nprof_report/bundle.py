@@ -16,7 +16,10 @@ A sweep over several sizes puts each size's bundles in a folder of its own
 variables), the un-profiled timings and the numerical check of each implementation at each size,
 what failed, and a sha256 for every file. Readers refuse an unknown major ``format_version``
 instead of guessing; ``format_minor`` counts additions that older manifests lack (1: ``size`` and
-``check`` per implementation, ``workload.sizes``), and fields of a newer minor are ignored.
+``check`` per implementation, ``workload.sizes``; 2: ``workload.work``, the bytes and FLOPs the
+study declares per size, and ``hardware``, what the roofline needs of the device: on the CPU a
+measured peak with its method, on Neuron the instance type and logical-core setting), and fields of
+a newer minor are ignored.
 Both capture (the writer) and parse/report (the readers) import this module. Capture imports one
 thing from parse: the Neuron conversion (:func:`nprof_report.parse.convert_tree`), which build runs
 too, so that a bundle converted on the Trainium host carries its tables; nothing in parse or report
@@ -37,7 +40,7 @@ from nprof_report.errors import InputError
 
 FORMAT = "nprof-run"
 FORMAT_VERSION = 1
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 MANIFEST_NAME = "manifest.json"
 
 
@@ -116,6 +119,7 @@ class Manifest:
     environment: dict[str, str]
     implementations: list[Implementation] = field(default_factory=list)
     files: list[FileEntry] = field(default_factory=list)
+    hardware: dict[str, Any] = field(default_factory=dict)  # format_minor 2 (capture/hardware.py)
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
     format_minor: int = 0  # what an old manifest without the key is; capture writes FORMAT_MINOR

@@ -21,6 +21,8 @@ from nprof_report.runtime import LEAVE_FAST
 
 # what ``check`` returns when it found a regression: exit code 1, otherwise as LEAVE_FAST
 REGRESSION = "regression"
+# what ``inspect`` returns when the report's numbers would be incomplete: exit code 1 as well
+INCOMPLETE = "incomplete"
 
 
 def _shape(value: str) -> tuple[int, ...]:
@@ -216,24 +218,48 @@ _no_cache = click.option(
     default=None,
     help="Write the report here instead of <run>/report/.",
 )
+@click.option(
+    "--allow-mixed",
+    is_flag=True,
+    help="Runs of different studies each get a section of their own (never compared) instead "
+    "of an error.",
+)
 @_jobs
 @_no_cache
 @_ray
 @_keep_going
+@click.option(
+    "--peak-gbps",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="The device's peak memory bandwidth in GB/s for the roofline (instead of the "
+    "published or measured one).",
+)
+@click.option(
+    "--peak-gflops",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="The device's peak GFLOP/s for the roofline (instead of the published or measured one).",
+)
 @_step_annotation
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
+    allow_mixed: bool,
     jobs: int | None,
     no_cache: bool,
     ray: str | None,
     keep_going: bool,
+    peak_gbps: float | None,
+    peak_gflops: float | None,
     step_annotation: str | None,
 ) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
     PATHS may be run folders, bundles, Neuron profile trees or trace files (.json, .json.gz);
-    with none, the newest run under ./nprof-runs/ is used. Prints the paths written.
+    with none, the newest run under ./nprof-runs/ is used. Several runs are compared run by run
+    (the first is the baseline); runs of different studies are refused unless --allow-mixed.
+    Prints the paths written.
     """
     if ray is None:
         runtime.prestart(list(paths))
@@ -244,6 +270,7 @@ def build(
     # they take went to the collector); frozen out of its later passes
     with runtime.collector_paused(freeze=True):
         from nprof_report.report.build import build_report
+        from nprof_report.report.figures import PeakOverride
 
     for written in build_report(
         list(paths),
@@ -252,6 +279,8 @@ def build(
         use_cache=not no_cache,
         ray=ray,
         keep_going=keep_going,
+        peaks=PeakOverride(peak_gbps, peak_gflops),
+        allow_mixed=allow_mixed,
         step_annotation=step_annotation,
     ):
         click.echo(str(written))
@@ -320,6 +349,38 @@ def ops(
 
 
 @cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="table: a checklist; json: the document (docs/inspect.md).",
+)
+@click.option(
+    "--fingerprint",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Also write the capture's structure, with no name or value from it, to FILE (JSON).",
+)
+def inspect(path: Path, fmt: str, fingerprint: Path | None) -> str:
+    """Say what a capture holds and how each part was read, before trusting a report of it.
+
+    PATH is anything build accepts. Exit 0: nothing is wrong; 1: something makes the report's
+    numbers incomplete (listed last); 2: bad input.
+    """
+    from nprof_report.report.inspectview import run_inspect
+
+    text, complete = run_inspect(path, fmt=fmt, fingerprint=fingerprint)
+    click.echo(text)
+    if fingerprint is not None:
+        click.echo(f"nprof-report: fingerprint written to {fingerprint}", err=True)
+    return LEAVE_FAST if complete else INCOMPLETE
+
+
+@cli.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option(
@@ -383,13 +444,40 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
     help="Allowed slowdown, in percent of the baseline's median.",
 )
 @click.option(
+    "--max-count-increase",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Allowed increase of a structural count per step (framework ops, runtime calls, "
+    "device activities, declared bytes or FLOPs).",
+)
+@click.option(
     "--metric",
     "metrics",
     multiple=True,
-    type=click.Choice(["step", "device", "dispatch"]),
-    help="What to check (repeatable) [default: step].",
+    type=click.Choice(
+        [
+            "step",
+            "device",
+            "dispatch",
+            "ops",
+            "runtime-calls",
+            "device-activities",
+            "bytes",
+            "flops",
+        ]
+    ),
+    help="What to check (repeatable): times (step, device, dispatch) and counts per step (ops, "
+    "runtime-calls, device-activities; bytes, flops where the study declares them) "
+    "[default: step and every count].",
 )
 @click.option("--op", "ops", multiple=True, help="Check these ops' metrics instead (repeatable).")
+@click.option(
+    "--strict-time",
+    is_flag=True,
+    help="Let the time verdict fail the gate even where it cannot decide: one baseline (noise "
+    "between runs unknown) or baselines that disagree by more than --max-regression.",
+)
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -403,36 +491,45 @@ def check_command(
     new: Path,
     baselines: tuple[Path, ...],
     max_regression: float,
+    max_count_increase: int,
     metrics: tuple[str, ...],
     ops: tuple[str, ...],
+    strict_time: bool,
     out: Path | None,
     jobs: int | None,
     no_cache: bool,
     step_annotation: str | None,
 ) -> str:
-    """Exit 1 when NEW regressed against the baseline beyond the threshold and the noise.
+    """Exit 1 when NEW does more work per step than the baseline, or is slower beyond the
+    threshold and the noise where time can decide.
 
-    Exit 0: no regression; 1: one line per failing metric on stderr; 2: bad input.
+    Exit 0: no regression; 1: one line per failure on stderr; 2: bad input. Notes on stderr say
+    what the exit code rests on: with one baseline, or baselines that disagree by more than
+    the threshold, the time verdict is advice (unless --strict-time).
     """
     runtime.prestart([*baselines, new])
     from nprof_report.report.diff import check_regression
 
-    failures, written = check_regression(
+    gate = check_regression(
         new,
         list(baselines),
         max_regression_pct=max_regression,
-        metrics=list(metrics) or ["step"],
+        metrics=list(metrics) or None,
         ops=list(ops),
+        max_count_increase=max_count_increase,
+        strict_time=strict_time,
         out=out,
         jobs=jobs,
         use_cache=not no_cache,
         step_annotation=step_annotation,
     )
-    for path in written:
+    for path in gate.written:
         click.echo(str(path))
-    for line in failures:
+    for line in gate.failures:
         click.echo(f"nprof-report: regression: {line}", err=True)
-    return REGRESSION if failures else LEAVE_FAST
+    for line in gate.notes:
+        click.echo(f"nprof-report: note: {line}", err=True)
+    return REGRESSION if gate.failures else LEAVE_FAST
 
 
 class _Terminated(KeyboardInterrupt):
@@ -491,8 +588,8 @@ def main() -> None:
             err=True,
         )
         sys.exit(1)
-    if code in (LEAVE_FAST, REGRESSION):
-        runtime.leave(1 if code == REGRESSION else 0)
+    if code in (LEAVE_FAST, REGRESSION, INCOMPLETE):
+        runtime.leave(0 if code == LEAVE_FAST else 1)
 
 
 def _quiet_stdout() -> None:
