@@ -30,6 +30,8 @@ op->device      ``external_id``: the scope whose External id the activity carrie
 Steps come from ``ProfilerStep#N`` annotations; an event belongs to the step whose interval
 holds its start, by time and not by nesting, because a step annotation may sit on another
 pid than the ops (formats.md 1.4). A device activity belongs to the step of its launching op.
+A trace without them gets its steps from :mod:`.steps`: the user annotation that repeats at the
+top of the dispatch thread, else the whole profiled window (``TraceFrames.step_rule`` says which).
 """
 
 from __future__ import annotations
@@ -40,37 +42,11 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import KNOWN_CATS
-from nprof_report.parse.nesting import climb, nest_halves, rows_of
+from nprof_report.parse.nesting import climb, nest_halves
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
-from nprof_report.parse.schema import DEVICE, LINKS, OPS, TraceFrames, TraceMeta, conform
-
-
-def _assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Series:
-    """Step whose [start, end) interval holds ``time_col`` (null outside every step).
-
-    ``steps`` is in start order (as :func:`_steps` makes it); of steps starting at the same
-    time, the last one is taken.
-    """
-    if steps.is_empty() or df.is_empty():
-        return pl.Series("step", [None] * len(df), dtype=pl.Int32)
-    t = df[time_col]
-    last = np.searchsorted(steps["start_ns"].to_numpy(), t.to_numpy(), side="right") - 1
-    pick = pl.Series(np.maximum(last, 0))
-    inside = pl.Series(last >= 0) & (t < steps["end_ns"].gather(pick)).fill_null(False)
-    return (
-        steps["step"].gather(pick).zip_with(inside, pl.Series([None], dtype=pl.Int32)).alias("step")
-    )
-
-
-def _step_of_op(ops: pl.DataFrame, op_ids: pl.Series) -> pl.Series:
-    """The ``step`` of each op in ``op_ids`` (null where null or not an op)."""
-    if ops.is_empty():
-        return pl.Series([None] * len(op_ids), dtype=pl.Int32)
-    row = rows_of(ops["event_id"].to_numpy(), op_ids.fill_null(-1).to_numpy())
-    found = pl.Series(row >= 0)
-    step = ops["step"].gather(pl.Series(np.maximum(row, 0)))
-    return step.zip_with(found, pl.Series([None], dtype=pl.Int32))
+from nprof_report.parse.schema import LINKS, TraceFrames, TraceMeta, conform
+from nprof_report.parse.steps import PROFILER_STEP, assign, with_steps
 
 
 def derive(rows: TraceRows) -> TraceFrames:
@@ -104,8 +80,6 @@ def _derive(
             f"{name}: {overlaps} events partially overlap an event on the same "
             "thread; they are not nested (as in PyTorch), so self times around them may be off"
         )
-    ops = ops.with_columns(step=_assign_step(ops, steps, "start_ns"))
-
     links = _links(rt_dev, lost_link, ops, device, op_rt)
     del rt_dev
     flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
@@ -123,27 +97,22 @@ def _derive(
     op_of_device = links.filter(pl.col("kind") == "op->device").select(
         pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
     )
-    device = device.join(op_of_device, on="event_id", how="left")
-    device = (
-        device.with_columns(_op_step=_step_of_op(ops, device["_op"]))
-        .with_columns(_time_step=_assign_step(device, steps, "start_ns"))
-        .with_columns(step=pl.coalesce("_op_step", "_time_step"))
-        .sort("event_id")
-    )
-    unlinked = device.filter(pl.col("_op").is_null()).height
+    unlinked = device.join(op_of_device, on="event_id", how="anti").height
     if unlinked:
         notes.append(
             f"{name}: {unlinked} of {device.height} device activities have no link to a "
             "framework op; their time is in their own rows only, as in PyTorch"
         )
-    return TraceFrames(
+    ops, device = assign(ops, device, links, steps)
+    frames = TraceFrames(
         meta=meta,
         events=events,
-        ops=conform(ops, OPS),
-        device=conform(device, DEVICE),
+        ops=ops,
+        device=device,
         links=links,
         steps=steps,
         notes=notes,
+        step_rule=PROFILER_STEP,
         facts={
             "partial_overlaps": int(overlaps),
             "privateuse1_driver": {
@@ -153,6 +122,8 @@ def _derive(
             },
         },
     )
+    # without ProfilerStep#N: a repeating user annotation, else the whole window (steps.py)
+    return frames if not steps.is_empty() else with_steps(frames)
 
 
 def _unknown_categories(host: pl.DataFrame, name: str) -> list[str]:

@@ -36,6 +36,7 @@ from nprof_report.parse.inputs import Source
 from nprof_report.parse.parallel import estimated_peak, uncompressed_size
 from nprof_report.parse.read.workerpool import DECODE_WORKERS_ENV
 from nprof_report.parse.sources import LoadedSource, load_source
+from nprof_report.quiet import adopted
 
 try:
     import ray
@@ -69,6 +70,7 @@ def _task(
     source: Source,
     use_cache: bool,
     env: dict[str, str | None],
+    step_annotation: str | None = None,
 ) -> Any:
     """In a Ray worker: the driver's cache settings, then parse and aggregate."""
     wanted = {DECODE_WORKERS_ENV: str(TASK_CPUS)} | {k: v for k, v in env.items() if v}
@@ -79,7 +81,7 @@ def _task(
         else:
             os.environ[key] = value
     try:
-        loaded = load_source(source, use_cache=use_cache)
+        loaded = load_source(source, use_cache=use_cache, step_annotation=step_annotation)
     except InputError as exc:
         return _Failed(type(exc), str(exc.path), exc.problem, exc.hint)
     return job(source, loaded)
@@ -133,13 +135,29 @@ def run_on_ray(
     use_cache: bool = True,
     cpus: int | None = None,
     keep_going: bool = False,
+    step_annotation: str | None = None,
 ) -> tuple[list[T | InputError], list[str]]:
     """``job(source, loaded)`` of every source in a Ray task; results in source order (an
-    InputError where a source failed), and notes for the report's caveats.
+    InputError where a source failed), and notes for the report's caveats. ``step_annotation``
+    as in :func:`~.sources.load_source`.
 
     Without ``keep_going`` the first failure in source order is raised and the other tasks are
     cancelled.
     """
+    # quietly: Ray's log records (its token-authentication banner) become our notes
+    with adopted("ray"):
+        return _run(job, sources, address, use_cache, cpus, keep_going, step_annotation)
+
+
+def _run(
+    job: Callable[[Source, LoadedSource], T],
+    sources: Sequence[Source],
+    address: str,
+    use_cache: bool,
+    cpus: int | None,
+    keep_going: bool,
+    step_annotation: str | None,
+) -> tuple[list[T | InputError], list[str]]:
     started = _connect(address, cpus)
     try:
         notes: list[str] = []
@@ -151,7 +169,9 @@ def run_on_ray(
         memory = {i: _declared_memory(s, cap, notes) for i, s in enumerate(sources)}
         refs: dict[int, Any] = {}
         for i in sorted(memory, key=lambda i: (-memory[i], i)):  # largest first packs best
-            refs[i] = remote.options(memory=memory[i]).remote(job, sources[i], use_cache, env)
+            refs[i] = remote.options(memory=memory[i]).remote(
+                job, sources[i], use_cache, env, step_annotation
+            )
         out: list[T | InputError] = []
         for i, source in enumerate(sources):
             result = _outcome(refs[i], source)

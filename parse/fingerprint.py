@@ -109,7 +109,8 @@ def _inspected(shown: dict[str, Any]) -> dict[str, Any]:
             "versions": {k: version_value(v) for k, v in f["versions"].items()},
             "timestamp_convention": f["timestamp_convention"],
         },
-        "steps": {"count": t["steps"]["count"], "rule": t["steps"]["rule"]},
+        # the rule without the annotation's name: no name of the trace reaches the fingerprint
+        "steps": {"count": t["steps"]["count"], "rule": t["steps"]["rule"].partition(":")[0]},
         "device_activities": {
             k: t["device_activities"][k] for k in ("total", "linked", "unlinked", "linked_by")
         },

@@ -56,6 +56,7 @@ from nprof_report.parse.neuron.load import read_schema_fields, read_schema_versi
 from nprof_report.parse.read.source import open_trace
 from nprof_report.parse.schema import TraceFrames
 from nprof_report.parse.sources import neuron_root
+from nprof_report.parse.steps import PROFILER_STEP, describe
 
 INSPECT_VERSION = "1.0"
 # unlinked device time above this share of all device time makes the report's op figures incomplete
@@ -293,14 +294,11 @@ def trace_part(
         },
         "events": {"total": events.height, **dict(sorted(phases.items()))},
         "events_by_category": dict(by_cat),
+        # the rule that found them (steps.py): ProfilerStep#N, annotation:<name> or window
         "steps": {
             "count": steps.height,
-            "rule": "ProfilerStep#N" if steps.height else "window",
-            "rule_detail": (
-                "ProfilerStep#N annotations"
-                if steps.height
-                else "no ProfilerStep#N annotation: the whole profiled window is one span"
-            ),
+            "rule": "ProfilerStep#N" if frames.step_rule == PROFILER_STEP else frames.step_rule,
+            "rule_detail": describe(frames.step_rule),
         },
         "device_activities": {
             "total": device.height,

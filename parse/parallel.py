@@ -42,6 +42,7 @@ from nprof_report.parse import cache
 from nprof_report.parse.inputs import Source
 from nprof_report.parse.read import DECODE_WORKERS_ENV, open_trace
 from nprof_report.parse.sources import LoadedSource, load_source, needs_all_events
+from nprof_report.quiet import in_worker
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -245,7 +246,8 @@ def _parse(
     cache.DIGESTS.update(digests)
     os.environ.setdefault(DECODE_WORKERS_ENV, str(cpus))
     try:
-        cache.cached_frames(source, work_only=work_only)
+        with in_worker():  # the libraries' warnings as the command's notes
+            cache.cached_frames(source, work_only=work_only)
     except InputError as exc:
         return _Failed(type(exc), str(exc.path), exc.problem, exc.hint)
     return None
@@ -257,6 +259,7 @@ def load_sources(
     jobs: int | None = None,
     memory_limit: int | None = None,
     use_cache: bool = True,
+    step_annotation: str | None = None,
 ) -> Iterator[LoadedSource]:
     """:func:`~.sources.load_source` of each source in order, the traces parsed in parallel first.
 
@@ -266,4 +269,4 @@ def load_sources(
     for i, source in enumerate(sources):
         if i in failures:
             raise failures[i]
-        yield load_source(source, use_cache=use_cache)
+        yield load_source(source, use_cache=use_cache, step_annotation=step_annotation)

@@ -2,10 +2,11 @@
 
 :func:`split_rows` takes the rows of one batch (or of one worker's part of a large trace,
 :mod:`.split`) apart: host events with their class, device activities, ``ac2g`` flow ends and
-``ProfilerStep#N`` annotations. :func:`merge` puts such pieces together into :class:`Parts`, which
-:mod:`.derive` derives ops, device activities, links and steps from. Every reading route ends here
-(:class:`TraceRows`): the split workers take their rows apart themselves, the sequential routes
-through :func:`trace_rows`.
+``ProfilerStep#N`` annotations (``user_annotation``; ``Operator`` in the 2021 layout).
+:func:`merge` puts such pieces together into :class:`Parts`, which :mod:`.derive` derives ops,
+device activities, links and steps from. Every reading route ends here (:class:`TraceRows`): the
+split workers take their rows apart themselves, the sequential routes through
+:func:`trace_rows`.
 """
 
 from __future__ import annotations
@@ -138,9 +139,10 @@ def split_rows(events: pl.DataFrame) -> Pieces:
             batch.filter((pl.col("cat") == "ac2g") & pl.col("ph").is_in(["s", "f"])).select(
                 "ph", "flow_id", "pid", "tid", "ts_ns"
             ),
+            # the 2021 layout wrote the step annotations as ops (``Operator``)
             batch.filter(
                 (pl.col("ph") == "X")
-                & (pl.col("cat") == "user_annotation")
+                & pl.col("cat").is_in(["user_annotation", "Operator"])
                 & pl.col("name").cat.starts_with("ProfilerStep#")
             ).select(pl.col("name").cast(pl.String), "ts_ns", "dur_ns"),
         ]

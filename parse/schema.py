@@ -34,7 +34,7 @@ runtime/driver calls), with their nesting:
 ``event_id, cls, cat, name, pid, tid, thread, start_ns, end_ns, dur_ns, external_id,
 correlation, parent_id, depth, self_ns, step``. ``cls`` is ``op``, ``annotation`` or ``runtime``;
 ``thread`` is the nesting group (a runtime call linked to an op is moved onto the op's thread, as
-PyTorch does); ``parent_id`` is null at the top; ``step`` is the ``ProfilerStep#N`` whose interval
+PyTorch does); ``parent_id`` is null at the top; ``step`` is the step (``STEPS``) whose interval
 holds the event's start (null outside steps).
 
 ``DEVICE`` -- device activities (kernels, copies, syncs): ``event_id, cat, name, pid, tid,
@@ -44,7 +44,9 @@ start_ns, end_ns, dur_ns, external_id, correlation, step``.
 ``runtime->device`` or ``op->device``; ``method`` says how the link was made: ``external_id``,
 ``correlation``, ``flow`` or ``enclosing`` (time containment on the launching thread).
 
-``STEPS`` -- ``step, name, start_ns, end_ns, dur_ns``, one row per ``ProfilerStep#N`` annotation.
+``STEPS`` -- ``step, name, start_ns, end_ns, dur_ns``, one row per step: a ``ProfilerStep#N``
+annotation, else an instance of the user annotation that marks the iterations, else the whole
+profiled window (``TraceFrames.step_rule`` says which, :mod:`.steps`).
 
 ``WORK_ROWS`` selects the events that ops, device activities, steps and links are made of
 (complete ``X`` events and the two ends of ``ac2g`` flows); a loader asked for the work rows
@@ -182,6 +184,8 @@ class TraceFrames:
 
     ``events`` is None when the trace was loaded for the derived frames only
     (``load_frames(..., work_only=True)``): millions of rows nobody reads are not kept.
+    ``step_rule`` is the rule that found the steps (:mod:`.steps`): ``ProfilerStep``,
+    ``annotation:<name>`` or ``window``.
     """
 
     meta: TraceMeta
@@ -191,6 +195,7 @@ class TraceFrames:
     links: pl.DataFrame
     steps: pl.DataFrame
     notes: list[str] = field(default_factory=list)
+    step_rule: str = "ProfilerStep"
     # counts derive found, as JSON values (the cache keeps them): ``partial_overlaps`` (events
     # not nested because they partially overlap another on their thread) and
     # ``privateuse1_driver`` (``meaning``, ``rows``, ``evidence``: :mod:`.privateuse1`'s decision)

@@ -30,6 +30,7 @@ from nprof_report.parse.neuron.figures import LOADS
 from nprof_report.parse.neuron.files import PROCESS_DIR_RE
 from nprof_report.parse.privateuse1 import device_meaning
 from nprof_report.parse.schema import TraceFrames
+from nprof_report.parse.steps import with_steps
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,13 @@ def needs_all_events(source: Source) -> bool:
     return root is not None and bool(find_sessions(root))
 
 
-def load_source(source: Source, *, use_cache: bool = True) -> LoadedSource:
+def load_source(
+    source: Source, *, use_cache: bool = True, step_annotation: str | None = None
+) -> LoadedSource:
     """Parse ``source`` (or read its frames from :mod:`.cache`); add Neuron device time when its
-    folder holds Neuron sessions."""
+    folder holds Neuron sessions. ``step_annotation``: the user annotation whose instances are
+    the steps (:mod:`.steps`), instead of the rule that applies; the cache keeps the frames of
+    that rule, and the steps are found again from them."""
     if source.trace is None:
         raise ValueError("a source without trace.json has no framework ops")
     root = neuron_root(source)
@@ -107,6 +112,8 @@ def load_source(source: Source, *, use_cache: bool = True) -> LoadedSource:
         frames = cache.cached_frames(source, work_only=not has_neuron)
     else:
         frames = load_frames(source.trace, work_only=not has_neuron)
+    if step_annotation is not None:
+        frames = with_steps(frames, step_annotation)
     notes: list[str] = []
     if root is None or not has_neuron or frames.events is None:
         return LoadedSource(source, frames)  # (work_only=False always keeps the events)

@@ -55,17 +55,24 @@ def build_report(
     keep_going: bool = False,
     peaks: PeakOverride | None = None,
     allow_mixed: bool = False,
+    step_annotation: str | None = None,
 ) -> list[Path]:
     """Build the report for ``paths`` (default: the newest run) and return the files written.
 
-    ``jobs``, ``use_cache``, ``ray`` and ``keep_going`` as in :class:`~.jobs.Engine`; ``peaks``
-    overrides the device's peaks in the roofline; ``allow_mixed``: runs of different studies each
-    get a section instead of an error.
+    ``jobs``, ``use_cache``, ``ray``, ``keep_going`` and ``step_annotation`` as in
+    :class:`~.jobs.Engine`; ``peaks`` overrides the device's peaks in the roofline;
+    ``allow_mixed``: runs of different studies each get a section instead of an error.
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
     prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
-    engine = Engine(jobs=jobs, use_cache=use_cache, ray=ray, keep_going=keep_going)
+    engine = Engine(
+        jobs=jobs,
+        use_cache=use_cache,
+        ray=ray,
+        keep_going=keep_going,
+        step_annotation=step_annotation,
+    )
     # the summary, model and HTML are millions of small objects for a trace of 100,000 distinct
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():

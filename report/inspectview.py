@@ -60,10 +60,10 @@ def _trace_lines(t: dict[str, Any]) -> list[tuple[str, str, str]]:
             + (f"; {others}" if others else ""),
         ),
         (
-            OK if steps["count"] else NOTE,
+            OK if steps["count"] and steps["rule"] != "window" else NOTE,
             "steps",
             f"{steps['count']} by rule {steps['rule']}"
-            + ("" if steps["count"] else f" ({steps['rule_detail']})"),
+            + ("" if steps["rule"] == "ProfilerStep#N" else f" ({steps['rule_detail']})"),
         ),
         (
             OK if not t["partial_overlaps"] else NOTE,

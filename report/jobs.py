@@ -49,12 +49,15 @@ class Engine:
 
     ``ray``: None for the local pool, else the Ray address (``local``, ``auto``, ``host:port``,
     ``ray://…``). ``jobs``: the local pool's workers, or the CPUs of a ``local`` Ray instance.
+    ``step_annotation``: the user annotation whose instances are the steps
+    (``--step-annotation``), instead of the rule that applies (``parse/steps.py``).
     """
 
     jobs: int | None = None
     use_cache: bool = True
     ray: str | None = None
     keep_going: bool = False
+    step_annotation: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +279,7 @@ def run_jobs(
             use_cache=engine.use_cache,
             cpus=engine.jobs,
             keep_going=engine.keep_going,
+            step_annotation=engine.step_annotation,
         )
         results: Iterator[T | InputError] = iter(outcomes)
     else:
@@ -307,7 +311,9 @@ def _local(
         try:
             if i in failures:
                 raise failures[i]
-            loaded = load_source(source, use_cache=engine.use_cache)
+            loaded = load_source(
+                source, use_cache=engine.use_cache, step_annotation=engine.step_annotation
+            )
         except InputError as exc:
             yield exc
             continue

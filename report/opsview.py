@@ -127,7 +127,8 @@ def render_ranks(path: Path, *, fmt: str, engine: Engine | None = None) -> tuple
         ]
     )
     if fmt == "table":
-        lines = [s["evidence"] for s in record["stragglers"]] or ["no straggler rank"]
+        lines = [f"steps by the rule {', '.join(record['step_rules'])} (parse/steps.py)"]
+        lines += [s["evidence"] for s in record["stragglers"]] or ["no straggler rank"]
         lines += [f"waited for: {w['evidence']}" for w in record["waited_for"]]
         with pl.Config(
             tbl_rows=-1,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +68,78 @@ def cpu_report(cpu_run: Path) -> Path:
 
     build_report([cpu_run])
     return cpu_run / "report"
+
+
+# --- only our lines on stderr (issue 27, part 5) -------------------------------------------------
+
+# what nprof-report itself writes on stderr: its own lines, Click's usage errors, the progress of
+# `capture` (rich: a bar or a count and a time), and blank lines between them
+OUR_LINE = re.compile(
+    r"^(?:nprof-report: |Usage: |Try '.* --help' for help\.$|Error: |\s*$)"
+    r"|━|\d+/\d+ (?:\d+:)?\d+:\d\d\s*$"
+)
+STDERR_LOG = os.environ.get("NPROF_STDERR_LOG")  # also append every run's stderr to this file
+
+
+def _is_cli(args: Any) -> bool:
+    """Whether a subprocess command line runs nprof-report (the script or ``-m nprof_report``)."""
+    argv = [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+    if not argv:
+        return False
+    if Path(argv[0]).name == "nprof-report":
+        return True
+    return any(a == "-m" and b == "nprof_report" for a, b in itertools.pairwise(argv))
+
+
+def foreign_lines(stderr: str) -> list[str]:
+    """The lines of ``stderr`` that nprof-report did not write."""
+    return [line for line in stderr.splitlines() if not OUR_LINE.search(line)]
+
+
+@pytest.fixture(autouse=True)
+def _only_our_lines_on_stderr(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every CLI run of the test (``CliRunner.invoke`` of the CLI, a subprocess running
+    ``nprof-report``) leaves on stderr only lines nprof-report wrote; ``--debug`` runs show
+    library output raw by design and are left out."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    runs: list[tuple[list[str], str]] = []
+    real_invoke, real_run = CliRunner.invoke, subprocess.run
+
+    def invoke(self: CliRunner, cli: Any, args: Any = None, *a: Any, **kw: Any) -> Any:
+        result = real_invoke(self, cli, args, *a, **kw)
+        argv = [str(x) for x in (args or [])] if not isinstance(args, str) else args.split()
+        if getattr(cli, "name", None) == "cli" and "--debug" not in argv:
+            runs.append((["nprof-report", *argv], result.stderr))
+        return result
+
+    def run(args: Any, *a: Any, **kw: Any) -> Any:
+        if not _is_cli(args) or "--debug" in [str(x) for x in args]:
+            return real_run(args, *a, **kw)
+        shown = not kw.get("capture_output") and kw.get("stderr") is None
+        if shown:  # captured here, and shown as it would have been
+            kw["stderr"] = subprocess.PIPE
+        proc = real_run(args, *a, **kw)
+        err = proc.stderr or ""
+        err = err.decode(errors="replace") if isinstance(err, bytes) else err
+        if shown:
+            sys.stderr.write(err)
+        runs.append(([str(x) for x in args], err))
+        return proc
+
+    monkeypatch.setattr(CliRunner, "invoke", invoke)
+    monkeypatch.setattr(subprocess, "run", run)
+    yield
+    if STDERR_LOG:
+        with open(STDERR_LOG, "a", encoding="utf-8", errors="backslashreplace") as log:
+            for argv, err in runs:
+                log.write(f"$ {' '.join(argv)}\n{err}")
+    bad = [(argv, line) for argv, err in runs for line in foreign_lines(err)]
+    if bad:
+        pytest.fail(
+            "lines on stderr that nprof-report did not write:\n"
+            + "\n".join(f"  {' '.join(argv)}: {line}" for argv, line in bad[:20]),
+            pytrace=False,
+        )

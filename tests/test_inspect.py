@@ -63,10 +63,11 @@ def test_public_2023_cuda_trace_counts_links_and_steps(tmp_path: Path) -> None:
     assert sum(dev["linked_by"].values()) == 138
     # the one activity without an op is a cuda_sync (its runtime call runs outside every op)
     assert trace["events_by_category"] == {k: v for k, v in counts.items() if k is not None}
+    # no ProfilerStep#N and no annotation repeating at the top: the window is one step
     assert trace["steps"] == {
-        "count": 0,
+        "count": 1,
         "rule": "window",
-        "rule_detail": trace["steps"]["rule_detail"],
+        "rule_detail": "the whole profiled window, as one step",
     }
     assert trace["file"]["timestamp_convention"] == "absolute-us"
     assert trace["file"]["schemaVersion"] == 1

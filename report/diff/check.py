@@ -448,7 +448,7 @@ def _partner(doc: dict[str, Any], pair: dict[str, Any]) -> dict[str, Any]:
 
 def _line(label: str, what: str, rec: dict[str, Any], threshold: float, k: int) -> str:
     if rec["low_pct"] is None:
-        interval = "noise not estimable"
+        interval = rec.get("spread") or "noise not estimable"  # one step: no spread
     else:
         kind = "prediction interval" if k > 1 else "interval"
         interval = f"{kind} {rec['low_pct']:+.1f} % to {rec['high_pct']:+.1f} %"

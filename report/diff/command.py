@@ -21,12 +21,17 @@ DEFAULT_OUT = Path("nprof-diff")
 
 
 def compare(
-    base: Path, new: Path, *, jobs: int | None = None, use_cache: bool = True
+    base: Path,
+    new: Path,
+    *,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    step_annotation: str | None = None,
 ) -> dict[str, Any]:
     """The ``diff.json`` document of BASE against NEW."""
     return diff_document(
-        load_side(base, jobs=jobs, use_cache=use_cache),
-        load_side(new, jobs=jobs, use_cache=use_cache),
+        load_side(base, jobs=jobs, use_cache=use_cache, step_annotation=step_annotation),
+        load_side(new, jobs=jobs, use_cache=use_cache, step_annotation=step_annotation),
     )
 
 
@@ -37,9 +42,10 @@ def diff_report(
     out: Path | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    step_annotation: str | None = None,
 ) -> list[Path]:
     """Write diff.html, diff.pdf, diff.json and tables/diff_*.csv; return their paths."""
-    doc = compare(base, new, jobs=jobs, use_cache=use_cache)
+    doc = compare(base, new, jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
     return _publish(out or DEFAULT_OUT, doc)
 
 
@@ -69,13 +75,19 @@ def check_regression(
     out: Path | None = None,
     jobs: int | None = None,
     use_cache: bool = True,
+    step_annotation: str | None = None,
 ) -> Gate:
     """Judge NEW against the baselines (:func:`~.check.check`; ``metrics`` None: the default
     ones) and write the diff against the first baseline, with every verdict, to ``out``."""
-    new_side = load_side(new, jobs=jobs, use_cache=use_cache)
+    options: dict[str, Any] = {
+        "jobs": jobs,
+        "use_cache": use_cache,
+        "step_annotation": step_annotation,
+    }
+    new_side = load_side(new, **options)
     # of the further baselines only the medians are read (diff_check): no bootstrap for them
     docs = [
-        diff_document(load_side(b, jobs=jobs, use_cache=use_cache), new_side, intervals=k == 0)
+        diff_document(load_side(b, **options), new_side, intervals=k == 0)
         for k, b in enumerate(baselines)
     ]
     failures = check(

@@ -39,6 +39,7 @@ from nprof_report.report.diff.stats import (
 from nprof_report.report.diff.structure import compare_structure
 from nprof_report.report.figures import (
     COUNT_SERIES,
+    ONE_STEP,
     OP_SERIES,
     PARTS,
     DiffProfile,
@@ -74,12 +75,15 @@ def _pct(x: float | None, base: float) -> float | None:
     return None if (x is None or not base) else round(100 * x / base, 2)
 
 
-def difference_record(d: Difference | None) -> dict[str, Any] | None:
-    """A difference as diff.json keeps it (µs; percentages of BASE's median)."""
+def difference_record(d: Difference | None, *, one_step: bool = False) -> dict[str, Any] | None:
+    """A difference as diff.json keeps it (µs; percentages of BASE's median); ``one_step``: a
+    side has one step, said in ``spread`` (:data:`ONE_STEP`) where a verdict would be."""
     if d is None:
         return None
     low_pct, high_pct = _pct(d.low, d.base), _pct(d.high, d.base)
+    spread = {"spread": ONE_STEP} if one_step and d.low is None else {}
     return {
+        **spread,
         "base_us": _r(d.base),
         "new_us": _r(d.new),
         "delta_us": _r(d.delta),
@@ -180,10 +184,15 @@ def _impact(series: dict[str, Any]) -> tuple[str, float]:
 
 
 def align_ops(
-    base: DiffProfile, new: DiffProfile, base_step_us: float, *, intervals: bool = True
+    base: DiffProfile,
+    new: DiffProfile,
+    base_step_us: float,
+    *,
+    intervals: bool = True,
+    one_step: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Aligned ops (sorted, moved first, by impact), then added and removed ones (``intervals``:
-    as :func:`~.diff_stats.differences`)."""
+    as :func:`~.diff_stats.differences`; ``one_step`` as :func:`difference_record`)."""
     b_ops = {_key(o): o for o in base["ops"]}
     n_ops = {_key(o): o for o in new["ops"]}
     floor = base_step_us * MOVED_MIN_SHARE_PCT / 100
@@ -206,7 +215,7 @@ def align_ops(
     aligned = []
     for key in keys:
         b, n = b_ops[key], n_ops[key]
-        series = {s: difference_record(next(found)) for s in names}
+        series = {s: difference_record(next(found), one_step=one_step) for s in names}
         for count in ("calls", *COUNT_SERIES):
             series[count] = _count_change(b.get(count), n.get(count))
         metric, impact = _impact(series)
@@ -280,6 +289,8 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
         return "No step time to compare: the traces hold no ProfilerStep#N annotations."
     pct = step["delta_pct"]
     way = "slower" if pct > 0 else "faster"
+    if step["low_pct"] is None and step.get("spread"):
+        return f"NEW is {abs(pct):.1f} % {way} per step; {step['spread']}, so no noise verdict."
     if step["low_pct"] is None:
         return (
             f"NEW is {abs(pct):.1f} % {way} per step; too few steps (fewer than {MIN_STEPS} on "
@@ -316,11 +327,14 @@ def compare_pair(
         [(_step_values(base, col), _step_values(new, col)) for col in STEP_METRICS.values()],
         intervals=intervals,
     )
-    metrics = {m: difference_record(d) for m, d in zip(STEP_METRICS, found)}
-    step = metrics["step"]
     bp, np_ = base["diff_profile"], new["diff_profile"]
+    one_step = min(len(bp["steps"]), len(np_["steps"])) == 1
+    metrics = {m: difference_record(d, one_step=one_step) for m, d in zip(STEP_METRICS, found)}
+    step = metrics["step"]
     base_step_us = (step or {}).get("base_us") or 0.0
-    aligned, added, removed = align_ops(bp, np_, base_step_us, intervals=intervals)
+    aligned, added, removed = align_ops(
+        bp, np_, base_step_us, intervals=intervals, one_step=one_step
+    )
     step_delta = (step or {}).get("delta_us")
     for op in [*aligned, *added, *removed]:
         op["share_of_step_delta_pct"] = (
@@ -335,6 +349,8 @@ def compare_pair(
         "new_label": new["label"],
         "base_steps": len(bp["steps"]),
         "new_steps": len(np_["steps"]),
+        "base_step_rule": base.get("step_rule"),
+        "new_step_rule": new.get("step_rule"),
         "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
         # the work per step, counted: page 1's first sentence, check's structural metrics
         "structure": compare_structure(
@@ -378,6 +394,22 @@ def diff_document(base: Side, new: Side, *, intervals: bool = True) -> dict[str,
             for b, n in pairs
         ],
         "unpaired": notes,
-        "caveats": [f"BASE: {c}" for c in base.caveats] + [f"NEW: {c}" for c in new.caveats],
+        "caveats": [f"BASE: {c}" for c in base.caveats]
+        + [f"NEW: {c}" for c in new.caveats]
+        + _rule_caveats(pairs),
         "sides": {"base": base.record(), "new": new.record()},
     }
+
+
+def _rule_caveats(pairs: list[tuple[SideImplementation, SideImplementation]]) -> list[str]:
+    """A caveat for each pair whose sides found their steps by different rules (a stored
+    document from before issue 27 has none, and says nothing)."""
+    out = []
+    for b, n in pairs:
+        rb, rn = b.get("step_rule"), n.get("step_rule")
+        if rb and rn and rb != rn:
+            out.append(
+                f"{n['label']}: BASE's steps are by the rule {rb}, NEW's by {rn} "
+                "(parse/steps.py); their step times measure different spans"
+            )
+    return out

@@ -116,15 +116,23 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
     return Side(path, kind, kept, run, [])
 
 
-def load_side(path: Path, *, jobs: int | None = None, use_cache: bool = True) -> Side:
-    """Analyse ``path`` (anything ``build`` accepts) or read the stored document it is."""
+def load_side(
+    path: Path,
+    *,
+    jobs: int | None = None,
+    use_cache: bool = True,
+    step_annotation: str | None = None,
+) -> Side:
+    """Analyse ``path`` (anything ``build`` accepts) or read the stored document it is
+    (``step_annotation`` applies to traces only: a stored document keeps its steps)."""
     path = Path(path)
     doc = _stored_document(path)
     if doc is not None:
         return _from_document(path, doc)
     # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
     # (labelled ``naive @ 64×4096``), so each size is compared with its own
-    a = analyse_inputs([path], Engine(jobs=jobs, use_cache=use_cache), what="compare", sized=True)
+    engine = Engine(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
+    a = analyse_inputs([path], engine, what="compare", sized=True)
     summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,

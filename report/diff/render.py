@@ -71,6 +71,8 @@ def _interval_us(rec: dict[str, Any] | None) -> str:
 
 
 def _noise(rec: dict[str, Any] | None) -> str:
+    if rec is not None and rec.get("spread"):
+        return str(rec["spread"])  # one step: no spread
     if rec is None or rec["exceeds_noise"] is None:
         return "–"
     return "beyond" if rec["exceeds_noise"] else "within"

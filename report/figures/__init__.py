@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         build_summary,
     )
     from nprof_report.report.figures.summary_types import (
+        ONE_STEP,
         BackendComparison,
         BackendsRecord,
         CheckRecord,
@@ -69,6 +70,7 @@ __all__ = [
     "COUNT_SERIES",
     "DECLARED",
     "METRIC_WORDS",
+    "ONE_STEP",
     "OP_SERIES",
     "OUTPUT_WRONG",
     "PARTS",
@@ -150,6 +152,7 @@ _HOME = {
     "Listed": "records",
     "Metric": "summary_types",
     "NeuronRecord": "summary_types",
+    "ONE_STEP": "summary_types",
     "OP_SERIES": "diff_profile",
     "PeakOverride": "roofline",
     "PARTS": "diff_profile",

@@ -3,7 +3,9 @@
 Definitions (the report's glossary repeats them):
 
 * *step time*: duration of a ``ProfilerStep#N`` annotation (one loop iteration: the call, the
-  synchronisation and ``prof.step()``);
+  synchronisation and ``prof.step()``); in a trace without them, of an instance of the user
+  annotation that marks the iterations, else of the whole profiled window
+  (``ImplementationAnalysis.step_rule``, ``parse/steps.py``);
 * *framework ops per step*: top-level ``cpu_op`` events in the step, i.e. ops with no op around
   them -- what the Python code dispatched (nested aten calls are not counted again);
 * *host dispatch per step*: the summed duration of those top-level ops, the host time spent inside
@@ -125,6 +127,7 @@ class ImplementationAnalysis:
     neuron: list[NeuronFigures] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     diff_profile: DiffProfile | None = None  # what `diff` compares (report/diff_profile.py)
+    step_rule: str = "ProfilerStep"  # what the steps are (parse/steps.py)
 
     def median_of(self, column: str) -> float:
         """Median over steps of a per-step column, in µs (counts as they are)."""
@@ -265,11 +268,11 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
     :func:`nprof_report.parse.load_sources` or :func:`~nprof_report.parse.load_source`)."""
     source = loaded.source
     frames, extra = loaded.frames, loaded.neuron_device_ns
-    ctx = op_context(frames.ops)
+    ctx = op_context(frames.ops, frames.links, frames.steps)
     steps = per_step(frames, ctx, extra)
     notes = list(frames.notes) + loaded.notes
     if steps.is_empty():
-        notes.append(f"{source.label}: no ProfilerStep#N annotations; step figures are empty")
+        notes.append(f"{source.label}: the trace holds no events in a step; step figures are empty")
     step_time = distribution([d / 1000 for d in steps["dur_ns"].to_list()])
     busy = loaded.neuron_busy or list(
         zip(frames.device["start_ns"].to_list(), frames.device["end_ns"].to_list())
@@ -311,4 +314,5 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
         neuron=[figures for _, figures in loaded.neuron],
         notes=notes,
         diff_profile=profile,
+        step_rule=frames.step_rule,
     )

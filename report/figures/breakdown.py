@@ -1,20 +1,28 @@
 """Where step time goes: the host breakdown, device idle gaps and their causes, timelines, op chains.
 
-Host breakdown (exclusive, adds up to the step time, because self times of a nesting tree add up
-to its root's duration):
+Host breakdown: each instant of a step, on the thread that dispatched its ops, belongs to exactly
+one part, that of the innermost event running then (the one started last; of two that started
+together, the shorter), so the parts are never negative and add up to the step's duration
+whatever overlaps the trace holds (a runtime call that outlasts the op that made it, events that
+run past the step's end):
 
 ==========================  ============================================================
-component                   events (self time, inside the step)
+part                        instants whose innermost event is
 ==========================  ============================================================
-framework dispatch          ``cpu_op``, nested annotations and Python frames
-runtime calls               runtime/driver calls made inside a framework op (launches)
-waiting on the device       runtime calls outside any op (the loop's synchronize)
-outside ops                 the step annotation's own time: Python between ops, prof.step()
+framework dispatch          a ``cpu_op``, a nested annotation or a Python frame
+runtime calls               a runtime/driver call made by a framework op (nested in one, or
+                            linked to one by ``External id``): a launch
+waiting on the device       a runtime call no op made (the loop's synchronize)
+outside ops                 none: the step annotation's own time, Python between ops, prof.step()
 ==========================  ============================================================
+
+The step's own annotation (``ProfilerStep#N``, or the user annotation that marks the steps) is
+no part: its instants are *outside ops*. Where the events nest properly, each part is the sum of
+the events' self times.
 
 Device idle gaps are the holes between the merged device-busy intervals of a step (Kineto device
 activities, or Neuron hardware executions). The cause of a gap is the host activity that overlaps
-it most: a framework op (*host dispatch*), a runtime call inside an op (*runtime call*), a
+it most: a framework op (*host dispatch*), a runtime call made by an op (*runtime call*), a
 runtime call outside ops (*synchronization*), a copy activity ending the gap (*transfer*), a
 Neuron load (*compilation or loading*), else *host outside ops*.
 """
@@ -40,8 +48,31 @@ GAP_CAUSES = (
 )
 
 
-def op_context(ops: pl.DataFrame) -> pl.DataFrame:
-    """Add ``under_op`` (an ``op`` is among the ancestors) and ``top_id`` (outermost op, or null)."""
+def op_context(
+    ops: pl.DataFrame, links: pl.DataFrame | None = None, steps: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Add ``under_op`` (an ``op`` is among the ancestors), ``top_id`` (outermost op, or null)
+    and ``launch`` (a runtime call made by a framework op: nested in one, or linked by an
+    ``op->runtime`` link of ``links`` to an op or to a scope inside one).
+
+    A step's own event recorded as an op (``ProfilerStep#N`` in the 2021 layout, category
+    ``Operator``) is an annotation here, as later layouts record it: the ops of the step are
+    not nested in an op (``key_averages`` keeps it an op, as PyTorch does).
+    """
+    if steps is not None and steps.height and "name" in steps.columns:
+        own = steps.select(
+            pl.col("name").alias("_name"), "start_ns", "end_ns", _own=pl.lit(True)
+        ).unique(["_name", "start_ns", "end_ns"])
+        ops = (
+            ops.with_columns(_name=pl.col("name").cast(pl.String))
+            .join(own, on=["_name", "start_ns", "end_ns"], how="left", maintain_order="left")
+            .with_columns(
+                cls=pl.when(pl.col("_own").fill_null(False) & (pl.col("cls") == "op"))
+                .then(pl.lit("annotation", pl.Categorical()))
+                .otherwise(pl.col("cls"))
+            )
+            .drop("_name", "_own")
+        )
     order = ops.sort("depth")
     cls = dict(zip(order["event_id"].to_list(), order["cls"].to_list()))
     under: dict[int, bool] = {}
@@ -61,7 +92,15 @@ def op_context(ops: pl.DataFrame) -> pl.DataFrame:
         },
         schema={"event_id": pl.Int64, "under_op": pl.Boolean, "top_id": pl.Int64},
     )
-    return ops.join(context, on="event_id", how="left", maintain_order="left")
+    ctx = ops.join(context, on="event_id", how="left", maintain_order="left")
+    by_op = pl.lit(False)
+    if links is not None and links.height:
+        in_op = ctx.filter((pl.col("cls") == "op") | pl.col("under_op"))["event_id"]
+        made = links.filter(
+            (pl.col("kind") == "op->runtime") & pl.col("src_id").is_in(in_op.implode())
+        )
+        by_op = pl.col("event_id").is_in(made["dst_id"].implode())
+    return ctx.with_columns(launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op))
 
 
 def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
@@ -82,24 +121,125 @@ def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
     return inside.join(main, on=["step", "thread"])
 
 
-def host_breakdown(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    """Per step: ``framework_ns``, ``runtime_ns``, ``sync_ns``, ``outside_ns`` (sum = ``dur_ns``)."""
+def host_events(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """:func:`main_thread`'s events without the steps' own annotations (``ProfilerStep#N``, or
+    the user annotation whose instances are the steps: same name, start and end as its step)."""
     inside = main_thread(ctx)
-    is_step = (pl.col("cls") == "annotation") & pl.col("name").cat.starts_with("ProfilerStep#")
-    rows = inside.group_by("step").agg(
-        framework_ns=pl.col("self_ns").filter(~is_step & (pl.col("cls") != "runtime")).sum(),
-        runtime_ns=pl.col("self_ns")
-        .filter((pl.col("cls") == "runtime") & pl.col("under_op"))
-        .sum(),
-        sync_ns=pl.col("self_ns").filter((pl.col("cls") == "runtime") & ~pl.col("under_op")).sum(),
+    is_step = pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
+    if "name" in steps.columns:
+        keys = steps.select("step", pl.col("name").alias("_name"), "start_ns", "end_ns").unique()
+        own = inside.select(
+            "event_id", "step", "start_ns", "end_ns", _name=pl.col("name").cast(pl.String)
+        ).join(keys, on=["step", "_name", "start_ns", "end_ns"], how="semi")["event_id"]
+        is_step = is_step | pl.col("event_id").is_in(own.implode())
+    return inside.filter(~((pl.col("cls") == "annotation") & is_step))
+
+
+def _launch(ctx: pl.DataFrame) -> pl.Expr:
+    """A runtime call made by an op (:func:`op_context`'s ``launch``, else nested in an op)."""
+    if "launch" in ctx.columns:
+        return pl.col("launch")
+    return (pl.col("cls") == "runtime") & pl.col("under_op")
+
+
+FRAMEWORK, RUNTIME, SYNC, OUTSIDE = range(4)
+
+
+def host_breakdown(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Per step: ``framework_ns``, ``runtime_ns``, ``sync_ns``, ``outside_ns`` (sum = ``dur_ns``,
+    none negative): each instant of the step goes to the part of its innermost event (module
+    docstring)."""
+    host = host_events(ctx, steps)
+    kind = (
+        pl.when(pl.col("cls") != "runtime")
+        .then(pl.lit(FRAMEWORK))
+        .when(_launch(ctx))
+        .then(pl.lit(RUNTIME))
+        .otherwise(pl.lit(SYNC))
     )
-    out = steps.select("step", "start_ns", "dur_ns").join(rows, on="step", how="left").fill_null(0)
-    return out.with_columns(
-        outside_ns=pl.col("dur_ns")
-        - pl.col("framework_ns")
-        - pl.col("runtime_ns")
-        - pl.col("sync_ns")
-    ).sort("step")
+    # of equal events the later in the file is the inner one, as PyTorch's stable sort nests it
+    events = host.select("step", "start_ns", "end_ns", "event_id", kind=kind.cast(pl.Int8)).sort(
+        ["step", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False]
+    )
+    bounds = steps.select("step", "start_ns", "end_ns")
+    sums = exclusive_parts(
+        events["step"].to_list(),
+        events["start_ns"].to_list(),
+        events["end_ns"].to_list(),
+        events["kind"].to_list(),
+        dict(
+            zip(
+                bounds["step"].to_list(),
+                zip(bounds["start_ns"].to_list(), bounds["end_ns"].to_list()),
+            )
+        ),
+    )
+    rows = [(step, *parts) for step, parts in sums.items()]
+    return (
+        pl.DataFrame(
+            rows,
+            schema={
+                "step": pl.Int32,
+                "framework_ns": pl.Int64,
+                "runtime_ns": pl.Int64,
+                "sync_ns": pl.Int64,
+                "outside_ns": pl.Int64,
+            },
+            orient="row",
+        )
+        .join(steps.select("step", "start_ns", "dur_ns"), on="step")
+        .sort("step")
+    )
+
+
+def exclusive_parts(
+    step: list[int],
+    start: list[int],
+    end: list[int],
+    kind: list[int],
+    bounds: dict[int, tuple[int, int]],
+) -> dict[int, list[int]]:
+    """Per step of ``bounds`` (``step: (start, end)``), the time of each part (``FRAMEWORK``,
+    ``RUNTIME``, ``SYNC``, ``OUTSIDE``): each instant of ``[start, end)`` goes to the innermost
+    event covering it, the one started last, else to ``OUTSIDE``.
+
+    The events (``step``, ``start``, ``end``, ``kind``) are sorted by step, then by start, then
+    by end descending (so of two that start together the shorter one is inner). The events
+    covering an instant are a stack in start order: the innermost is the top once every event
+    that ended is popped, so one pass does it (linear in the events).
+    """
+    out = {s: [0, 0, 0, 0] for s in bounds}
+    n = len(step)
+    i = 0
+    for s, (s0, e0) in sorted(bounds.items(), key=lambda b: b[0]):
+        acc = out[s]
+        while i < n and step[i] < s:
+            i += 1
+        stack: list[int] = []
+        t = s0
+        while True:
+            nxt = e0
+            if i < n and step[i] == s:
+                nxt = min(max(start[i], s0), e0)
+            # the instants [t, nxt) go to the stack's top while it runs
+            while t < nxt and stack:
+                top = stack[-1]
+                stop = min(end[top], nxt)
+                if stop > t:
+                    acc[kind[top]] += stop - t
+                    t = stop
+                if end[top] <= t:
+                    stack.pop()
+            if t < nxt:
+                acc[OUTSIDE] += nxt - t
+                t = nxt
+            if i < n and step[i] == s:
+                if min(end[i], e0) > t:  # a later start, clipped to the step, with some length
+                    stack.append(i)
+                i += 1
+                continue
+            break
+    return out
 
 
 def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -121,15 +261,13 @@ def device_gaps(
     loads: list[tuple[int, int]],
 ) -> pl.DataFrame:
     """Device idle gaps inside each step with their cause (``step, start_ns, dur_ns, cause``)."""
-    host = main_thread(ctx).filter(~pl.col("name").cat.starts_with("ProfilerStep#"))
+    host = host_events(ctx, steps)
     kinds = host.select(
         "start_ns",
         "end_ns",
         kind=pl.when(pl.col("cls") == "runtime")
         .then(
-            pl.when(pl.col("under_op"))
-            .then(pl.lit("runtime call"))
-            .otherwise(pl.lit("synchronization"))
+            pl.when(_launch(ctx)).then(pl.lit("runtime call")).otherwise(pl.lit("synchronization"))
         )
         .otherwise(pl.lit("host dispatch")),
     )
@@ -258,9 +396,7 @@ def timeline(
         return []
     row = frames.steps.filter(pl.col("step") == step).row(0, named=True)
     s0, e0 = row["start_ns"], row["end_ns"]
-    host = main_thread(ctx).filter(
-        (pl.col("step") == step) & ~pl.col("name").cat.starts_with("ProfilerStep#")
-    )
+    host = host_events(ctx, frames.steps).filter(pl.col("step") == step)
     bars: list[TimelineBar] = []
     if not host.is_empty():
         base = int(host["depth"].min())  # type: ignore[arg-type]

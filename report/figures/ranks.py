@@ -66,6 +66,7 @@ class RankFigures:
     backend: str | None
     steps: pl.DataFrame  # step, dur_ns, dispatch_ns, device_ns
     comm: pl.DataFrame  # comms.COMM_STEPS
+    step_rule: str = "ProfilerStep"  # what its steps are (parse/steps.py)
 
 
 def _int(value: Any) -> int | None:
@@ -87,6 +88,7 @@ def rank_figures(loaded: LoadedSource, analysis: ImplementationAnalysis) -> Rank
         backend=backend if isinstance(backend, str) else None,
         steps=analysis.steps.select("step", "dur_ns", "dispatch_ns", "device_ns"),
         comm=comm_per_step(loaded),
+        step_rule=analysis.step_rule,
     )
 
 
@@ -180,6 +182,7 @@ def cross_rank(figures: list[RankFigures]) -> RanksRecord | None:
         "comm_kinds": sorted({k for r in rows for k in r["comm_by_kind_us"]}),
         "ranks": rows,
         "steps": steps,
+        "step_rules": sorted({f.step_rule for f in figures}),
         "step_time_us": matrix,
         "stragglers": slow,
         "waited_for": waited_for(rows, {s["rank"] for s in slow}),

@@ -34,6 +34,7 @@ from nprof_report.report.figures.findings import find
 from nprof_report.report.figures.ranks import RankFigures, cross_rank
 from nprof_report.report.figures.records import FrameRecords
 from nprof_report.report.figures.summary_types import (
+    ONE_STEP,
     Comparison,
     ComparisonFigures,
     ConstructedInput,
@@ -120,7 +121,8 @@ def compare(base: Headline, other: Headline) -> ComparisonFigures:
 
     A difference *exceeds the noise* when the interquartile ranges of the two step-time samples
     do not overlap (and likewise for the un-profiled timings). The quartiles and the IQR are
-    present wherever the median is (:func:`headline`).
+    present wherever the median is (:func:`headline`). Where a side has one step, its range is
+    no spread: ``step_exceeds_noise`` is None and ``step_spread`` says so (:data:`ONE_STEP`).
     """
     out: ComparisonFigures = {}
     b, o = base.get("step_median_us"), other.get("step_median_us")
@@ -129,7 +131,11 @@ def compare(base: Headline, other: Headline) -> ComparisonFigures:
         o25, o75 = cast(float, other["step_p25_us"]), cast(float, other["step_p75_us"])
         out["step_delta_us"] = _r(o - b)
         out["step_ratio"] = _r(o / b, 3) if b else None
-        out["step_exceeds_noise"] = bool(o75 < b25 or o25 > b75)
+        if min(base["steps"], other["steps"]) < 2:
+            out["step_exceeds_noise"] = None
+            out["step_spread"] = ONE_STEP
+        else:
+            out["step_exceeds_noise"] = bool(o75 < b25 or o25 > b75)
     b, o = base.get("unprofiled_median_us"), other.get("unprofiled_median_us")
     if b is not None and o is not None:
         out["unprofiled_delta_us"] = _r(o - b)
@@ -210,6 +216,7 @@ def build_summary(
                 "device_time_source": a.device_source,
                 "neuron": [_neuron_record(f) for f in a.neuron],
                 "diff_profile": a.diff_profile,
+                "step_rule": a.step_rule,
             }
         )
     if pairs is None:

@@ -292,6 +292,7 @@ class ImplementationRecord(TypedDict):
     device_time_source: str
     neuron: list[NeuronRecord]
     diff_profile: DiffProfile | None
+    step_rule: str  # ProfilerStep, annotation:<name> or window (parse/steps.py)
 
 
 class SideImplementation(TypedDict):
@@ -305,7 +306,12 @@ class SideImplementation(TypedDict):
     step_time_us: StepTime | None
     steps: list[StepRow]
     diff_profile: DiffProfile
+    step_rule: str | None  # None in a document written before issue 27
 
+
+ONE_STEP = "one step: no spread"
+"""What a comparison, a diff or a check says instead of a noise verdict where a side has one
+step (a trace without ProfilerStep#N whose whole window is its step: ``parse/steps.py``)."""
 
 Metric = Literal["step", "unprofiled"]
 """What a comparison compares: profiled steps or un-profiled calls."""
@@ -317,7 +323,8 @@ class ComparisonFigures(TypedDict, total=False):
 
     step_delta_us: float
     step_ratio: float | None
-    step_exceeds_noise: bool
+    step_exceeds_noise: bool | None  # None: a side has one step, so no spread
+    step_spread: str  # "one step: no spread", only then
     unprofiled_delta_us: float
     unprofiled_ratio: float | None
     unprofiled_exceeds_noise: bool
@@ -420,6 +427,7 @@ class RanksRecord(TypedDict):
     comm_kinds: list[str]
     ranks: list[RankRow]
     steps: list[int]
+    step_rules: list[str]  # the ranks' step rules (parse/steps.py), each once
     step_time_us: list[list[float | None]]
     stragglers: list[Straggler]
     waited_for: list[WaitedFor]

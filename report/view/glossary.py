@@ -9,7 +9,11 @@ from __future__ import annotations
 GLOSSARY: list[tuple[str, str]] = [
     (
         "Step time",
-        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps.",
+        "Duration of one ProfilerStep#N annotation: the implementation's call, the device synchronisation and prof.step(). Median and interquartile range (IQR, p25–p75) over the active steps. In a trace without ProfilerStep#N, of one iteration as the step rule finds it.",
+    ),
+    (
+        "Step rule",
+        "What a step is, per trace (step_rule in summary.json, and each section's description): ProfilerStep (the ProfilerStep#N annotations of the profiler's schedule); annotation:NAME (without them, the instances of the user annotation NAME that repeats at the top of the thread that dispatches the ops, looking through annotations that occur once; PyTorch's own such as Optimizer.step#… are never picked; --step-annotation NAME picks one by hand); window (otherwise the whole profiled window, from the first event to the end of the last, is one step). Every per-step figure, comparison, diff, check and the cross-rank section work on these steps; where a side has one step there is no spread, and the report says 'one step: no spread' instead of a noise verdict.",
     ),
     (
         "Framework ops per step",
@@ -46,7 +50,7 @@ GLOSSARY: list[tuple[str, str]] = [
     ),
     (
         "Host breakdown of the median step",
-        "Self times on the thread that dispatched the step's ops, which add up to the step: framework dispatch (ops, nested annotations), runtime calls made inside ops (launches), waiting on the device (runtime calls outside any op: the loop's synchronize), and outside ops (Python between ops, prof.step()).",
+        "Each instant of the step, on the thread that dispatched its ops, goes to exactly one part, that of the innermost event running then (the one started last), so the parts are never negative and add up to the step whatever overlaps the trace holds: framework dispatch (ops, nested annotations, Python frames), runtime calls made by ops (launches: nested in an op or linked to it), waiting on the device (runtime calls no op made: the loop's synchronize), and outside ops (no event: Python between ops, prof.step()). Where events nest properly, each part is the sum of their self times.",
     ),
     (
         "Launch → device start",

@@ -40,6 +40,7 @@ from nprof_report.report.view.pageone import (
     failures_sentence,
     fastest,
     listed,
+    shown_comparisons,
 )
 from nprof_report.report.view.ranksection import RanksSection, ranks_section
 from nprof_report.report.view.rooflineview import GLOSSARY as ROOFLINE_GLOSSARY
@@ -142,7 +143,7 @@ def build_model(summary: Summary) -> ReportModel:
         f"Difference from the baseline ({labels[0] if labels else '–'})",
         "comparisons.csv",
         COMPARISON_COLUMNS,
-        summary["comparisons"],
+        shown_comparisons(summary["comparisons"]),
     )
     shown = impls[:MAX_IMPLEMENTATIONS]
     sweep = sweep_section(summary)
@@ -273,20 +274,16 @@ def _charts(impls: list[ImplementationRecord]) -> list[Chart]:
             charts.stacked_breakdown(
                 labels,
                 {
-                    "framework dispatch (op self time)": [
-                        m["framework_us"] if m else 0.0 for m in med
-                    ],
+                    "framework dispatch (ops)": [m["framework_us"] if m else 0.0 for m in med],
                     "runtime calls in ops": [m["runtime_us"] if m else 0.0 for m in med],
                     "waiting on the device (calls outside ops)": [
                         m["sync_us"] if m else 0.0 for m in med
                     ],
-                    "outside ops (Python, prof.step)": [
-                        max(m["outside_us"] if m else 0.0, 0.0) for m in med
-                    ],
+                    "outside ops (Python, prof.step)": [m["outside_us"] if m else 0.0 for m in med],
                 },
                 "µs in the median step (the bar adds up to that step's duration)",
             ),
-            "Self times on the thread that dispatched the step's ops; device execution overlaps these and is shown in the timeline.",
+            "Each instant of the step on the thread that dispatched its ops goes to the innermost event running then; device execution overlaps these and is shown in the timeline.",
         )
     )
     out.append(
@@ -414,9 +411,20 @@ def _section(impl: ImplementationRecord, shown: bool = True) -> ImplementationSe
     for n, neuron in enumerate(impl.get("neuron") or []):
         tables.append(_neuron_table(neuron, f"{slug}-neuron-steps-{n}.csv"))
     description = (impl.get("description") or impl["trace"]) + (
-        f". Device time from: {impl['device_time_source']}."
+        f". Device time from: {impl['device_time_source']}. Steps: {step_rule_words(impl)}."
     )
     return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
+
+
+def step_rule_words(impl: ImplementationRecord) -> str:
+    """What the steps of ``impl`` are, in words (its ``step_rule``, ``parse/steps.py``)."""
+    rule = impl.get("step_rule") or "ProfilerStep"
+    n = impl["headline"]["steps"]
+    if rule.startswith("annotation:"):
+        return f"the {n} instances of the user annotation {rule[len('annotation:') :]!r}"
+    if rule == "window":
+        return "no ProfilerStep#N annotations: the whole profiled window is one step"
+    return f"the {n} ProfilerStep#N annotations"
 
 
 def _neuron_table(neuron: NeuronRecord, csv: str) -> Table:

@@ -7,8 +7,8 @@ place the sentences.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import Literal
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Literal
 
 from nprof_report.report.figures import (
     Comparison,
@@ -55,9 +55,12 @@ def fastest(
         comp = next((c for c in comparisons if c["label"] == best["label"]), None)
         metric: Metric = "unprofiled" if key == "unprofiled_median_us" else "step"
         noise = "exceeds" if comp and metric_figures(comp, metric)[2] else "does not exceed"
+        judged = f"the difference {noise} the run-to-run noise."
+        if metric == "step" and comp and comp.get("step_spread"):
+            judged = f"{comp['step_spread']}, so no noise verdict."  # one step: no spread
         text += (
             f" against {as_us(base_time)} for {named(base['label'], wrong)} ({ratio:.2f}× "
-            f"faster); the difference {noise} the run-to-run noise."
+            f"faster); {judged}"
         )
     else:
         text += f", the baseline ({named(base['label'], wrong)}) itself."
@@ -69,6 +72,15 @@ def fastest(
             + "."
         )
     return text
+
+
+def shown_comparisons(comparisons: Sequence[Comparison]) -> list[Mapping[str, Any]]:
+    """The comparisons as their table shows them: where a side has one step, the noise cell
+    says so (``one step: no spread``) instead of a verdict."""
+    return [
+        {**c, "step_exceeds_noise": c["step_spread"]} if c.get("step_spread") else c
+        for c in comparisons
+    ]
 
 
 def ops_words(n: float | None) -> str:

@@ -294,4 +294,8 @@ def _block(data: bytes) -> bytes:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_serve())
+    from nprof_report.quiet import in_worker
+
+    with in_worker():  # the libraries' warnings as the command's notes
+        code = _serve()
+    raise SystemExit(code)

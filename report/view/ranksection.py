@@ -42,6 +42,21 @@ def _table(
     return make_table(title, csv, cols, records, note=note)
 
 
+_RULE_LABEL = {"ProfilerStep": "ProfilerStep#N", "window": "the whole profiled window"}
+_RULE_WORDS = {
+    "ProfilerStep": "the ProfilerStep#N annotations",
+    "window": "no ProfilerStep#N annotations, so each rank's whole profiled window is one step",
+}
+_ANNOTATION = "annotation:"
+
+
+def _rule_words(rule: str, words: dict[str, str]) -> str:
+    """A step rule (``parse/steps.py``) in the words of ``words``, an annotation's by name."""
+    if rule.startswith(_ANNOTATION):
+        return f"the user annotation {rule[len(_ANNOTATION) :]!r}"
+    return words.get(rule, rule)
+
+
 def ranks_section(summary: Summary) -> RanksSection | None:
     """The section, or None when the inputs are not several ranks of one job."""
     record = summary.get("ranks")
@@ -49,13 +64,16 @@ def ranks_section(summary: Summary) -> RanksSection | None:
         return None
     rows = record["ranks"]
     comm = "device activities" if record["comm_source"] == "device" else "host collective ops"
+    rules = record.get("step_rules") or ["ProfilerStep"]  # a document from before issue 27
     intro = (
         f"{record['ranks_present']} ranks"
         + (f" of a job of world size {record['world_size']}" if record["world_size"] else "")
         + (f" ({record['backend']})" if record["backend"] else "")
         + f"; rank numbers from {record['rank_from']}. Communication time is measured on the "
         f"{comm} of collectives (c10d ops, record_param_comms, process-group annotations, and "
-        "the device activities they launched), classified by collective."
+        "the device activities they launched), classified by collective. Steps: "
+        + "; ".join(_rule_words(r, _RULE_WORDS) for r in rules)
+        + "."
     )
     per_rank = make_table(
         "Per rank: medians over the profiled steps",
@@ -95,7 +113,12 @@ def ranks_section(summary: Summary) -> RanksSection | None:
     )
     chart = Chart(
         "Step time per rank and step",
-        step_heatmap([r["rank"] for r in rows], record["steps"], record["step_time_us"]),
+        step_heatmap(
+            [r["rank"] for r in rows],
+            record["steps"],
+            record["step_time_us"],
+            "step (" + ", ".join(_rule_words(r, _RULE_LABEL) for r in rules) + ")",
+        ),
         "Darker is slower; white: the rank has no such step. A straggler shows as a dark row, "
         "a slow step of the whole job as a dark column.",
     )

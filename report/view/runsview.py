@@ -37,6 +37,7 @@ from nprof_report.report.view.pageone import (
     fastest,
     listed,
     ops_words,
+    shown_comparisons,
 )
 from nprof_report.report.view.safetext import show_bidi
 from nprof_report.report.view.sweepview import check_sentence
@@ -255,7 +256,7 @@ def study_block(
         "Difference from the run's first implementation at the same size",
         f"comparisons{tag}.csv",
         COMPARISON_COLUMNS,
-        comparisons,
+        shown_comparisons(comparisons),
         note="Like with like: implementations of one run at one size.",
     )
     across_table = (

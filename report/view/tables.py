@@ -197,7 +197,10 @@ def as_number(x: float | None, unit: str = "") -> str:
     return f"{x:g}{unit}" if abs(x) < 1e5 else f"{x:.10g}{unit}"
 
 
-def as_yesno(x: bool | None) -> str:
+def as_yesno(x: bool | str | None) -> str:
+    """yes, no, '–' where absent, or the text a record holds instead (``one step: no spread``)."""
+    if isinstance(x, str):
+        return x
     return "–" if x is None else ("yes" if x else "no")
 
 

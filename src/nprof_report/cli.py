@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from nprof_report import __version__, runtime
+from nprof_report import __version__, quiet, runtime
 from nprof_report.errors import NprofError
 from nprof_report.runtime import LEAVE_FAST
 
@@ -55,6 +55,8 @@ class _Group(click.Group):
 def cli(ctx: click.Context, debug: bool) -> None:
     """Turn PyTorch profiler captures into design-review evidence (HTML, PDF, CSV, JSON)."""
     ctx.obj = {"debug": debug}
+    # libraries' warnings and log records as our notes (--debug: as they are), for the command
+    ctx.with_resource(quiet.catching(debug))
 
 
 @cli.command()
@@ -192,6 +194,15 @@ _keep_going = click.option(
     is_flag=True,
     help="Skip a trace that cannot be parsed and name it among the caveats, instead of stopping.",
 )
+_step_annotation = click.option(
+    "--step-annotation",
+    "step_annotation",
+    default=None,
+    metavar="NAME",
+    help="The user annotation (record_function name) whose instances are the steps [default: "
+    "ProfilerStep#N; without them, a user annotation that repeats at the top of the thread that "
+    "dispatches the ops; else the whole profiled window is one step].",
+)
 _no_cache = click.option(
     "--no-cache",
     is_flag=True,
@@ -230,6 +241,7 @@ _no_cache = click.option(
     default=None,
     help="The device's peak GFLOP/s for the roofline (instead of the published or measured one).",
 )
+@_step_annotation
 def build(
     paths: tuple[Path, ...],
     out: Path | None,
@@ -240,6 +252,7 @@ def build(
     keep_going: bool,
     peak_gbps: float | None,
     peak_gflops: float | None,
+    step_annotation: str | None,
 ) -> str:
     """Build report.html, report.pdf, summary.json and CSV tables.
 
@@ -268,6 +281,7 @@ def build(
         keep_going=keep_going,
         peaks=PeakOverride(peak_gbps, peak_gflops),
         allow_mixed=allow_mixed,
+        step_annotation=step_annotation,
     ):
         click.echo(str(written))
     return LEAVE_FAST
@@ -297,6 +311,7 @@ def build(
 @_no_cache
 @_ray
 @_keep_going
+@_step_annotation
 def ops(
     path: Path,
     fmt: str,
@@ -307,6 +322,7 @@ def ops(
     no_cache: bool,
     ray: str | None,
     keep_going: bool,
+    step_annotation: str | None,
 ) -> str:
     """Print the offline equivalent of prof.key_averages() for a trace, bundle or run.
 
@@ -317,7 +333,13 @@ def ops(
     from nprof_report.report.jobs import Engine
     from nprof_report.report.opsview import render_ops
 
-    engine = Engine(jobs=jobs, use_cache=not no_cache, ray=ray, keep_going=keep_going)
+    engine = Engine(
+        jobs=jobs,
+        use_cache=not no_cache,
+        ray=ray,
+        keep_going=keep_going,
+        step_annotation=step_annotation,
+    )
     text, notes = render_ops(path, fmt=fmt, limit=limit, engine=engine, by_rank=by_rank)
     click.echo(text)
     if not quiet:
@@ -370,7 +392,15 @@ def inspect(path: Path, fmt: str, fingerprint: Path | None) -> str:
 )
 @_jobs
 @_no_cache
-def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> str:
+@_step_annotation
+def diff(
+    base: Path,
+    new: Path,
+    out: Path,
+    jobs: int | None,
+    no_cache: bool,
+    step_annotation: str | None,
+) -> str:
     """Compare NEW against BASE: which ops moved beyond the noise, and where step time went.
 
     BASE and NEW are anything build accepts, or a stored summary.json / diff.json; runs are
@@ -379,7 +409,9 @@ def diff(base: Path, new: Path, out: Path, jobs: int | None, no_cache: bool) -> 
     runtime.prestart([base, new])
     from nprof_report.report.diff import diff_report
 
-    for written in diff_report(base, new, out=out, jobs=jobs, use_cache=not no_cache):
+    for written in diff_report(
+        base, new, out=out, jobs=jobs, use_cache=not no_cache, step_annotation=step_annotation
+    ):
         click.echo(str(written))
     return LEAVE_FAST
 
@@ -454,6 +486,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: str) -> float:
 )
 @_jobs
 @_no_cache
+@_step_annotation
 def check_command(
     new: Path,
     baselines: tuple[Path, ...],
@@ -465,6 +498,7 @@ def check_command(
     out: Path | None,
     jobs: int | None,
     no_cache: bool,
+    step_annotation: str | None,
 ) -> str:
     """Exit 1 when NEW does more work per step than the baseline, or is slower beyond the
     threshold and the noise where time can decide.
@@ -487,6 +521,7 @@ def check_command(
         out=out,
         jobs=jobs,
         use_cache=not no_cache,
+        step_annotation=step_annotation,
     )
     for path in gate.written:
         click.echo(str(path))
@@ -511,6 +546,11 @@ def main() -> None:
     runtime.tune()
     signal.signal(signal.SIGTERM, _on_sigterm)
     debug = "--debug" in sys.argv[1:]
+    if debug:
+        os.environ[quiet.DEBUG_ENV] = "1"  # the workers show their libraries' output raw too
+    # only our lines on stderr: what libraries write below Python is held, and gone through at
+    # exit (nprof_report/quiet.py)
+    quiet.hold_descriptor(debug)
     try:
         code = cli.main(standalone_mode=False)
         sys.stdout.flush()  # a full disk or a closed pipe behind stdout is met here, not later
