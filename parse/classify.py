@@ -9,6 +9,8 @@ launch-function names.
 
 from __future__ import annotations
 
+import polars as pl
+
 # Kineto before mid-2021 wrote ``Operator``, ``Runtime``, ``Kernel``, ``Memcpy`` and ``Memset`` for
 # the activity types that are now ``cpu_op``, ``cuda_runtime``, ``kernel``, ``gpu_memcpy`` and
 # ``gpu_memset`` (with ``external id`` in lower case on runtime and device events).
@@ -78,6 +80,14 @@ def device_types(categories: set[str]) -> dict[str, str]:
     ):  # driver rows read as device executions (privateuse1.py), as PR #186433 types them
         out["privateuse1_driver"] = "PrivateUse1"
     return out
+
+
+def lost_link(runtime: pl.DataFrame) -> bool:
+    """Whether the runtime calls (``external_id``, ``correlation``) lost the link to their scope:
+    every call with both ids carries its own correlation id as its External id (the 2022 and
+    2023 layouts, ``RULES.md`` §4)."""
+    both = runtime.filter(pl.col("external_id").is_not_null() & pl.col("correlation").is_not_null())
+    return both.height > 0 and bool((both["external_id"] == both["correlation"]).all())
 
 
 # CPU-typed categories PyTorch knows that are neither ops nor runtime calls.

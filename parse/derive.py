@@ -7,8 +7,9 @@ and imports no reader.
 Nesting follows ``EventList._populate_cpu_children`` in ``torch/autograd/profiler_util.py``
 (:mod:`.nesting`): per thread, events sorted by ``(start, -end)``, walked with a stack; the top is
 popped while the new event starts at or after its end or ends after it, so partial overlaps never
-nest. A runtime call linked to a scope by ``External id`` is moved onto the scope's thread first,
-as PyTorch does.
+nest. As in ``_parse_kineto_results`` (``torch/autograd/profiler.py``), the names PyTorch filters
+out take no part in the walk, and a runtime call linked to a scope by ``External id`` is moved
+onto the scope's thread first (``RULES.md`` §3).
 
 Links (each row records the method that made it); a *scope* is an op or a user annotation, the
 RecordFunctions whose ids PyTorch pushes for the runtime calls made inside them:
@@ -41,8 +42,8 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.classify import KNOWN_CATS
-from nprof_report.parse.nesting import climb, nest_halves
+from nprof_report.parse.classify import FILTERED_NAMES, KNOWN_CATS, lost_link
+from nprof_report.parse.nesting import climb, nest_halves, nest_kept
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
 from nprof_report.parse.schema import LINKS, TraceFrames, TraceMeta, conform
@@ -70,8 +71,8 @@ def _derive(
     with ThreadPoolExecutor(2) as pool:
         # Polars joins on one thread while NumPy nests on the other: both release the GIL
         runtime_device = pool.submit(_runtime_device, flows, host, device)
-        by_ext, lost_link = _launches(host)
-        thread, tcode = _threads(host, by_ext)
+        by_ext, moves, lost_link = _launches(host)
+        thread, tcode = _threads(host, moves)
         ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, lost_link, pool)
         del host, thread, tcode
         rt_dev = runtime_device.result()
@@ -145,47 +146,65 @@ def _unknown_categories(host: pl.DataFrame, name: str) -> list[str]:
     return [f"{name}: unknown categories counted as CPU work, as PyTorch does: {each}"]
 
 
-def _launches(host: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+def _launches(host: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """Runtime calls (row ``_i``) and the scope (row ``_j``: op or annotation) whose External id
-    they carry, and whether the layout lost that link.
+    they carry; the row ``_m`` whose thread each linked call nests on; and whether the layout lost
+    the link.
 
     PyTorch links a runtime call to the RecordFunction scope innermost on its thread when it was
     made, and Kineto writes that scope's id as the call's External id (2021 and current layouts),
     whether or not the recorded times nest. The 2022 and 2023 layouts wrote the call's own
     correlation id there instead: every runtime call's External id equals its correlation. Then
-    the result is empty and the caller links by enclosure.
+    both results are empty and the caller links by enclosure.
+
+    ``_parse_kineto_results`` moves a call whose linked id is X onto the thread of the CPU event
+    with id X that it meets last, in the order of the events: a scope with External id X (not
+    one it filters out), or a runtime call without an External id whose correlation id is X (the
+    id collision of ``RULES.md`` §4).
     """
-    h = (
-        host.with_row_index("_i")  # numbered before any filter
-        .lazy()
-        .select(pl.col("_i").cast(pl.Int64), "cls", "cat", "tid", "external_id", "correlation")
-        .filter(pl.col("external_id").is_not_null())
+    h = host.with_row_index("_i").select(  # numbered before any filter
+        pl.col("_i").cast(pl.Int64), "cls", "cat", "name", "tid", "external_id", "correlation"
     )
-    launches = h.filter(pl.col("cls") == "runtime").collect()
-    both = launches.filter(pl.col("correlation").is_not_null())
-    lost = both.height > 0 and bool((both["external_id"] == both["correlation"]).all())
-    scopes = h.filter(pl.col("cls").is_in(["op", "annotation"])).filter(
-        pl.col("external_id").is_first_distinct()
-    )
+    linked = pl.col("external_id").is_not_null() & (pl.col("external_id") != 0)
+    runtime = pl.col("cls") == "runtime"
+    launches = h.filter(runtime & linked)
+    lost = lost_link(launches)
+    if lost:
+        launches = launches.clear()
+    scopes = h.filter(pl.col("cls").is_in(["op", "annotation"]) & linked)
     by_ext = (
         launches.lazy()
         .join(
-            scopes.select("external_id", pl.col("_i").alias("_j"), pl.col("tid").alias("_jtid")),
+            scopes.lazy()
+            .filter(pl.col("external_id").is_first_distinct())
+            .select("external_id", pl.col("_i").alias("_j"), pl.col("tid").alias("_jtid")),
             on="external_id",
         )
         .sort("_i")
         .select("_i", "_j", "cat", "tid", "_jtid")
         .collect()
     )
-    return (by_ext.clear(), True) if lost else (by_ext, False)
+    ids = pl.concat(
+        [
+            scopes.filter(~pl.col("name").is_in(list(FILTERED_NAMES)).fill_null(True)).select(
+                pl.col("external_id").alias("_id"), pl.col("_i").alias("_m")
+            ),
+            h.filter(runtime & ~linked & pl.col("correlation").is_not_null()).select(
+                pl.col("correlation").alias("_id"), pl.col("_i").alias("_m")
+            ),
+        ]
+    )
+    moves = launches.join(
+        ids.group_by("_id").agg(pl.col("_m").max()), left_on="external_id", right_on="_id"
+    ).select("_i", "_m")
+    return by_ext, moves, lost
 
 
-def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
+def _threads(host: pl.DataFrame, moves: pl.DataFrame) -> tuple[pl.Series, np.ndarray]:
     """The ``thread`` ("pid/tid") each host event nests on, and an integer code per thread.
 
-    PyTorch moves linked runtime calls onto the op's thread. A driver event recorded on a
-    stream track (another tid) stays there: it is not a call the op's thread made. Computed per
-    distinct (pid, tid) pair and gathered, so no per-row text is built.
+    PyTorch moves linked runtime calls onto their op's thread (``moves``, :func:`_launches`).
+    Computed per distinct (pid, tid) pair and gathered, so no per-row text is built.
     """
     # one integer per (pid, tid) from the Categorical codes (null: 2**32 - 1); few distinct
     none = 2**32 - 1
@@ -199,11 +218,7 @@ def _threads(host: pl.DataFrame, by_ext: pl.DataFrame) -> tuple[pl.Series, np.nd
         distinct, pl.int_range(len(distinct), dtype=pl.Int64, eager=True)
     ).to_numpy(writable=True)
     pairs = host.filter(first).select("pid", "tid")
-    moved = by_ext.filter(
-        pl.col("tid").eq_missing(pl.col("_jtid"))
-        | ~pl.col("cat").cat.ends_with("_driver").fill_null(False)
-    )
-    code[moved["_i"].to_numpy()] = code[moved["_j"].to_numpy()]
+    code[moves["_i"].to_numpy()] = code[moves["_m"].to_numpy()]
     names = pairs.select(
         pl.concat_str(
             [pl.col("pid").fill_null("None"), pl.lit("/"), pl.col("tid").fill_null("None")]
@@ -232,25 +247,26 @@ def _nested_ops(
     starts = host["ts_ns"].to_numpy().astype(np.int64, copy=False)
     durs = host["dur_ns"].to_numpy().astype(np.int64, copy=False)
     ends = starts + durs
-    # stable: ties keep file order (Polars sorts on both cores; numpy's lexsort on one, 2x slower)
-    keys = pl.DataFrame({"t": tcode, "s": starts, "e": -ends})
-    sorted_rows = keys.select(pl.arg_sort_by(["t", "s", "e"], maintain_order=True)).to_series()
-    order = sorted_rows.to_numpy().astype(np.int64)
-    del keys, sorted_rows
-    p_sorted, d_sorted, overlaps = nest_halves(tcode[order], starts[order], ends[order], pool)
-    del starts, ends
-    parent = np.full(n, -1, dtype=np.int64)
-    parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
-    depth = np.zeros(n, dtype=np.int32)
-    depth[order] = d_sorted
-    del order, p_sorted, d_sorted
+    keep = _kept(host)
+    order = _walk_order(tcode, starts, ends)
+    parent, depth, overlaps = _unsort(
+        order, *nest_kept(tcode[order], starts[order], ends[order], keep[order], pool)
+    )
     has_parent = parent >= 0
     self_ns = durs.copy()
     np.subtract.at(self_ns, parent[has_parent], durs[has_parent])
     del durs
     cls = host["cls"]
     loose = np.flatnonzero((cls == "runtime").to_numpy()) if lost_link else np.zeros(0, np.int64)
-    encl = climb(parent, parent[loose], ~cls.is_in(["op", "annotation"]).to_numpy())
+    scope = cls.is_in(["op", "annotation"]).to_numpy()
+    if len(loose) and (overlaps or not keep.all()):
+        # the nearest scope up the tree need not be the innermost one around the call: a
+        # partial overlap pops scopes, and filtered scopes parent nothing; walk the scopes
+        # (those PyTorch filters too: one may be innermost) and the calls alone
+        encl = _enclosing(loose, tcode, starts, ends, scope, (cls == "runtime").to_numpy(), pool)
+    else:  # no partial overlap: an event's ancestors are all the events around it
+        encl = climb(parent, parent[loose], ~scope)
+    del starts, ends, order
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()
@@ -285,6 +301,52 @@ def _nested_ops(
         pl.Series("self_ns", self_ns),
     )
     return ops, op_rt, overlaps
+
+
+def _kept(host: pl.DataFrame) -> np.ndarray:
+    """Which host events PyTorch keeps (``_filter_name`` drops the others before nesting)."""
+    return (~host["name"].is_in(list(FILTERED_NAMES)).fill_null(False)).to_numpy()
+
+
+def _walk_order(tcode: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Positions sorted by (thread, start, -end), ties in file order, as PyTorch walks them.
+
+    Polars sorts on both cores; numpy's lexsort on one, 2x slower."""
+    keys = pl.DataFrame({"t": tcode, "s": starts, "e": -ends})
+    rows = keys.select(pl.arg_sort_by(["t", "s", "e"], maintain_order=True)).to_series()
+    return rows.to_numpy().astype(np.int64)
+
+
+def _unsort(
+    order: np.ndarray, p_sorted: np.ndarray, d_sorted: np.ndarray, overlaps: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Parent rows (-1 at the top) and depths of the rows ``order`` lists, from the same of
+    their sorted positions."""
+    parent = np.full(len(order), -1, dtype=np.int64)
+    parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
+    depth = np.zeros(len(order), dtype=np.int32)
+    depth[order] = d_sorted
+    return parent, depth, overlaps
+
+
+def _enclosing(
+    loose: np.ndarray,
+    tcode: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    scope: np.ndarray,
+    runtime: np.ndarray,
+    pool: Executor,
+) -> np.ndarray:
+    """The innermost scope (``scope`` rows) around each ``loose`` runtime call on its thread:
+    PyTorch's walk over the scopes and runtime calls alone, so that other CPU work (a Python
+    function) that partially overlaps a scope does not pop it. -1 where none."""
+    rows = np.flatnonzero(scope | runtime)
+    order = rows[_walk_order(tcode[rows], starts[rows], ends[rows])]
+    p_sorted, _, _ = nest_halves(tcode[order], starts[order], ends[order], pool)
+    parent = np.full(len(tcode), -1, dtype=np.int64)
+    parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
+    return climb(parent, parent[loose], ~scope)
 
 
 def _runtime_device(flows: pl.DataFrame, host: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:

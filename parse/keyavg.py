@@ -12,7 +12,7 @@ The rules are PyTorch's (``_parse_kineto_results`` in ``torch/autograd/profiler.
    replace the parent's. Repeated until nothing changes;
 4. ``Self CPU`` = duration - children's durations; device activities linked to a scope are its
    "kernels" (:mod:`.kineto`'s op->device links, and PyTorch's id collision,
-   :func:`_colliding`); ``device total`` = own kernels + children's device total; ``self
+   :func:`_shared_ids`); ``device total`` = own kernels + children's device total; ``self
    device`` = own kernels. Device activities also form rows of their own, with device time only,
    under the device type PyTorch prints (:func:`~.classify.device_types`);
 5. rows are grouped by name, device type and whether the event is a user annotation.
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from nprof_report.parse.classify import FILTERED_NAMES, device_types
+from nprof_report.parse.classify import FILTERED_NAMES, device_types, lost_link
 from nprof_report.parse.nesting import climb, levels, rows_of
 from nprof_report.parse.schema import TraceFrames
 
@@ -83,32 +83,61 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
     return keep, np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
 
 
-def _colliding(ops: pl.DataFrame, links: pl.DataFrame, kernels: pl.DataFrame) -> pl.DataFrame:
-    """The device time PyTorch gives runtime calls through an id collision (``src_id, dur_ns``).
+def _shared_ids(ops: pl.DataFrame, links: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
+    """The device time PyTorch gives CPU events other than an activity's op (``src_id, dur_ns``).
 
-    ``_parse_kineto_results`` hands a device activity to every CPU event whose id is the
-    activity's linked id, and a runtime call that no scope launched is one of those CPU events,
-    under its CUPTI correlation id. When that number equals the External id of an op with device
-    activities, the call is given them too (and its ancestors count them twice). ``ops`` prints
-    what PyTorch prints, so the same rows get the same time; the links are not changed.
+    ``_parse_kineto_results`` hands a device activity to *every* CPU event whose id is the
+    activity's linked id, not only to the scope that launched it: to a second scope with the same
+    External id, and to a runtime call that no scope launched, which is one of those CPU events
+    under its CUPTI correlation id (the id collision of ``RULES.md`` §4: its ancestors then count
+    the time twice). An activity linked to no scope still has its External id as linked id (in
+    the layouts that kept the link). ``ops`` prints what PyTorch prints, so the same rows get the
+    same time; the links are not changed.
     """
     ids = ops["event_id"].to_numpy().astype(np.int64, copy=False)
-    src = kernels["src_id"].to_numpy().astype(np.int64, copy=False)
-    launched = links.filter(pl.col("kind") == "op->runtime")["dst_id"].to_numpy()
-    rows = rows_of(ids, np.concatenate([src, launched.astype(np.int64, copy=False)]))  # one table
-    # (External id, duration) of each kernel of a scope
-    ext = ops["external_id"].fill_null(-1).to_numpy()[rows[: len(src)]]
-    by_scope = pl.DataFrame({"correlation": ext, "dur_ns": kernels["dur_ns"]}).filter(
-        pl.col("correlation") >= 0
+    runtime = (ops["cls"] == "runtime").to_numpy()
+    lost = lost_link(ops.filter(pl.Series(runtime)).select("external_id", "correlation"))
+    op_dev = links.filter(pl.col("kind") == "op->device").select("src_id", "dst_id")
+    # each activity's linked id: its scope's External id, else (link kept) its own
+    scope_row = rows_of(ids, op_dev["src_id"].to_numpy().astype(np.int64, copy=False))
+    ext = ops["external_id"].fill_null(-1).to_numpy()
+    by_link = pl.DataFrame(
+        {"event_id": op_dev["dst_id"], "_src": op_dev["src_id"], "_id": ext[scope_row]}
     )
-    if by_scope.is_empty():
-        return kernels.clear()
-    loose = (ops["cls"] == "runtime").to_numpy() & ops["correlation"].is_not_null().to_numpy()
-    loose[rows[len(src) :]] = False
-    calls = pl.DataFrame(
-        {"src_id": ids[loose], "correlation": ops["correlation"].filter(pl.Series(loose))}
+    acts = device.select("event_id", "dur_ns", pl.col("external_id").alias("_own"), "cat").join(
+        by_link, on="event_id", how="left"
     )
-    return calls.join(by_scope, on="correlation").select("src_id", "dur_ns").cast(kernels.schema)
+    own = (
+        pl.col("_own") if not lost else pl.when(pl.col("cat") == "gpu_user_annotation").then("_own")
+    )
+    acts = acts.select(
+        "dur_ns",
+        "_src",
+        pl.when(pl.col("_src").is_not_null()).then("_id").otherwise(own).alias("_id"),
+    ).filter(pl.col("_id") > 0)
+    if acts.is_empty():
+        return pl.DataFrame(schema={"src_id": pl.Int64, "dur_ns": pl.Int64})
+    # the CPU events PyTorch keys by id: scopes it keeps, by External id; runtime calls linked to
+    # no scope, by correlation id
+    linked_calls = links.filter(pl.col("kind") == "op->runtime")["dst_id"]
+    unlinked = ~pl.col("event_id").is_in(linked_calls.implode())
+    no_ext = pl.col("external_id").is_null() | (pl.col("external_id") == 0)
+    frontend = pl.concat(
+        [
+            ops.filter(
+                pl.col("cls").is_in(["op", "annotation"])
+                & ~pl.col("name").is_in(list(FILTERED_NAMES)).fill_null(False)
+            ).select(pl.col("event_id").alias("src_id"), pl.col("external_id").alias("_id")),
+            ops.filter((pl.col("cls") == "runtime") & (unlinked if lost else no_ext)).select(
+                pl.col("event_id").alias("src_id"), pl.col("correlation").alias("_id")
+            ),
+        ]
+    ).filter(pl.col("_id").is_not_null())
+    return (
+        acts.join(frontend, on="_id")
+        .filter(pl.col("src_id").ne_missing(pl.col("_src")))
+        .select(pl.col("src_id").cast(pl.Int64), pl.col("dur_ns").cast(pl.Int64))
+    )
 
 
 def key_averages(
@@ -133,7 +162,8 @@ def key_averages(
         .join(device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
         .select("src_id", "dur_ns")
     )
-    kernels = pl.concat([kernels, _colliding(all_ops, frames.links, kernels)])
+    shared = _shared_ids(all_ops, frames.links, device)
+    kernels = pl.concat([kernels.cast(shared.schema), shared])
     if extra_device_ns:
         extra = pl.DataFrame(
             {"src_id": list(extra_device_ns), "dur_ns": list(extra_device_ns.values())},
@@ -169,7 +199,8 @@ def key_averages(
         pl.col("depth").cast(pl.Int64),
     )
     n = ops.height
-    code = _codes(ops["name"])
+    # PyTorch compares the names it prints (``ProfilerStep#N`` as ``ProfilerStep*``)
+    code = _codes(ops.select(_key(pl.col("name"))).to_series())
     dur = ops["dur_ns"].to_numpy()
     kern = ops["kern"].to_numpy().copy()
     has_parent = parent >= 0

@@ -4,7 +4,8 @@ Nesting follows ``EventList._populate_cpu_children`` in ``torch/autograd/profile
 thread, events sorted by ``(start, -end)``, walked with a stack; the top is popped while the new
 event starts at or after its end or ends after it, so partial overlaps never nest. :func:`nest`
 computes the same parents and depths without the walk (:mod:`.derive` moves a runtime call linked
-to an op by ``External id`` onto the op's thread first, as PyTorch does). :func:`levels`,
+to an op by ``External id`` onto the op's thread first, as PyTorch does); :func:`nest_kept` leaves
+out the events PyTorch filters out before its walk. :func:`levels`,
 :func:`rows_of` and :func:`climb` walk the resulting tree (:mod:`.keyavg` uses them too).
 """
 
@@ -77,6 +78,43 @@ def nest_halves(
     p0, d0, o0 = nest(segment[:cut], starts[:cut], ends[:cut])
     p1, d1, o1 = later.result()
     return np.concatenate([p0, np.where(p1 >= 0, p1 + cut, -1)]), np.concatenate([d0, d1]), o0 + o1
+
+
+def nest_kept(
+    segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, keep: np.ndarray, pool: Executor
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`nest_halves` of the ``keep`` events alone, as PyTorch nests them (it drops the
+    others, ``_filter_name``, before the walk); each other event is a leaf under the last earlier
+    kept event of its thread that contains it, and parents no event.
+
+    Dropping an event changes the nesting of the rest only where it partially overlaps one: it
+    would pop that event, so what follows it inside the popped one would not be its child.
+    """
+    if keep.all():
+        return nest_halves(segment, starts, ends, pool)
+    n = len(starts)
+    kept = np.flatnonzero(keep)
+    p_kept, d_kept, overlaps = nest_halves(segment[kept], starts[kept], ends[kept], pool)
+    parent = np.full(n, -1, dtype=np.int64)
+    parent[kept] = np.where(p_kept >= 0, kept[np.maximum(p_kept, 0)], -1)
+    depth = np.zeros(n, dtype=np.int64)
+    depth[kept] = d_kept
+    dropped = np.flatnonzero(~keep)
+    # the kept event just before each dropped one, on its thread; then up its ancestors (every
+    # kept event between a kept event and its parent ends before the dropped one or inside the
+    # skipped one, as in nest)
+    before = np.searchsorted(kept, dropped) - 1
+    cand = np.where(before >= 0, kept[np.maximum(before, 0)] if len(kept) else -1, -1)
+    cand[(cand >= 0) & (segment[np.maximum(cand, 0)] != segment[dropped])] = -1
+    need = ends[dropped] + (ends[dropped] == starts[dropped])
+    todo = np.flatnonzero(cand >= 0)
+    while len(todo):
+        todo = todo[ends[cand[todo]] < need[todo]]
+        cand[todo] = parent[cand[todo]]
+        todo = todo[cand[todo] >= 0]
+    parent[dropped] = cand
+    depth[dropped] = np.where(cand >= 0, depth[np.maximum(cand, 0)] + 1, 0)
+    return parent, depth, overlaps
 
 
 def _root_cut(segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, near: int) -> int | None:

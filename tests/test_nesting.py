@@ -83,3 +83,31 @@ def test_root_cut_is_where_the_stack_is_empty() -> None:
     assert nesting._root_cut(seg, starts, ends, 1) == 2
     assert nesting._root_cut(seg, starts, ends, 4) == 3  # a thread's first event is a cut too
     assert nesting._root_cut(np.zeros(2), np.array([0, 1]), np.array([5, 2]), 1) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(_EVENTS, st.lists(st.booleans(), min_size=80, max_size=80))
+def test_nest_kept_walks_the_kept_events_alone(
+    raw: list[tuple[int, int, int]], drop: list[bool]
+) -> None:
+    """PyTorch drops filtered names before its walk: the kept events nest as if the others were
+    absent, and each other event hangs under the last earlier kept event of its thread that
+    contains it (a leaf)."""
+    seg, starts, ends = _sorted(raw)
+    keep = ~np.array(drop[: len(raw)])
+    with ThreadPoolExecutor(1) as pool:
+        parent, depth, overlaps = nesting.nest_kept(seg, starts, ends, keep, pool)
+    kept = np.flatnonzero(keep)
+    k_parent, k_depth, k_overlaps = _expected(seg[kept], starts[kept], ends[kept])
+    assert [overlaps] == k_overlaps
+    assert parent[kept].tolist() == [kept[p] if p >= 0 else -1 for p in k_parent]
+    assert depth[kept].tolist() == k_depth
+    for i in np.flatnonzero(~keep):
+        inside = [
+            j
+            for j in kept[kept < i]
+            if seg[j] == seg[i] and starts[i] < ends[j] and ends[i] <= ends[j]
+        ]
+        assert parent[i] == (inside[-1] if inside else -1)
+        assert depth[i] == (depth[inside[-1]] + 1 if inside else 0)
+        assert i not in parent

@@ -22,7 +22,11 @@ What the stand-ins carry, per event, is what the live event would return:
   ``correlation``. There the reference finds the link the way it was made: the innermost enclosing
   ``cpu_op`` / ``user_annotation`` on the launching thread (by PyTorch's own nesting) owns the
   runtime call, and a device activity belongs to the runtime call with its ``correlation`` (or
-  the ``s`` end of its flow). That is :data:`ENCLOSURE`; the tests say where it was used.
+  the ``s`` end of its flow); a GPU user annotation, which no runtime call launches, keeps its
+  External id (its annotation's) as in every layout. That is :data:`ENCLOSURE`; the tests say
+  where it was used. The enclosure walk is PyTorch's own (``_populate_cpu_children``) over the
+  thread's scopes and runtime calls alone: what CUPTI saw as innermost was a RecordFunction, so
+  other CPU work does not take part.
 * times in integer nanoseconds exactly as written (decimal text), relative to the first event.
 """
 
@@ -215,7 +219,7 @@ def _kineto_events(events: list[dict[str, Any]], rule: str) -> list[_Event]:
             corr, linked = ext or 0, 0
         elif cat in RUNTIME or dtype != DeviceType.CPU:
             corr = int(args.get("correlation") or 0)
-            linked = (ext or 0) if rule == EXTERNAL_ID else 0
+            linked = (ext or 0) if rule == EXTERNAL_ID or cat == "gpu_user_annotation" else 0
         else:  # python functions and other CPU-typed activities: never linked
             corr, linked = 0, 0
         out.append(
@@ -270,8 +274,8 @@ def _link_by_enclosure(out: list[_Event], events: list[dict[str, Any]], origin: 
         if e.get("cat") in FLOW_CATS and e.get("ph") == "f" and e.get("id") in flow_owner:
             device_at.setdefault((str(e.get("tid")), _ns(e["ts"]) - origin), flow_owner[e["id"]])
     for k in out:
-        if k.dtype == DeviceType.CPU:
-            continue
+        if k.dtype == DeviceType.CPU or k.cat == "gpu_user_annotation":
+            continue  # a GPU user annotation has no runtime call: it keeps its External id
         if k.corr in owner_of_corr:
             k.linked = owner_of_corr[k.corr]
         else:
