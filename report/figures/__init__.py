@@ -19,7 +19,13 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
     from nprof_report.report.figures.diff_profile import OP_SERIES, PARTS
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
-    from nprof_report.report.figures.records import Listed, Tagged, json_pieces
+    from nprof_report.report.figures.records import (
+        TEXT_CHARS,
+        Listed,
+        Tagged,
+        cut_text,
+        json_pieces,
+    )
     from nprof_report.report.figures.summary import SUMMARY_FORMAT, SUMMARY_VERSION, build_summary
     from nprof_report.report.figures.summary_types import (
         CheckRecord,
@@ -43,6 +49,7 @@ __all__ = [
     "PARTS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
+    "TEXT_CHARS",
     "CheckRecord",
     "ComparisonPoint",
     "DiffProfile",
@@ -63,6 +70,7 @@ __all__ = [
     "build_summary",
     "cross_rank",
     "crossover_title",
+    "cut_text",
     "detail_implementations",
     "json_pieces",
     "metric_figures",
@@ -98,6 +106,8 @@ _HOME = {
     "crossover_title": "sweep",
     "detail_implementations": "sweep",
     "json_pieces": "records",
+    "cut_text": "records",
+    "TEXT_CHARS": "records",
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "summarise": "sweep",
