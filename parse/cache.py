@@ -27,6 +27,9 @@ Bound. Outside bundles (the user cache dir or ``NPROF_CACHE_DIR``), each write e
 recently used entries (``entry.json``'s mtime, touched on every hit) until at most
 :data:`MAX_ENTRIES` entries and :data:`MAX_BYTES` bytes remain; the entry just written is kept even
 when it alone is larger. A bundle's cache holds one entry per trace of the bundle and is not evicted.
+
+Not cached: frames holding a name longer than :data:`MAX_NAME_CHARS` (one op with a name of
+megabytes); writing their entry would take more memory than parsing them again.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ from nprof_report.parse.schema import TraceFrames, TraceMeta
 from nprof_report.procs import pid_alive
 
 CACHE_FORMAT = 2  # 2: each frame file's sha256 in entry.json
+MAX_NAME_CHARS = 1 << 20
+"""Frames holding a longer name are not cached: Parquet's writer holds three copies of each
+text while it writes, more memory than the parse that made them (and it is bounded by the file)."""
 ENV_DIR = "NPROF_CACHE_DIR"
 ENV_OFF = "NPROF_NO_CACHE"
 BUNDLE_DIR = ".nprof-cache"
@@ -193,8 +199,15 @@ def cached_frames(source: Source, *, work_only: bool) -> TraceFrames:
             return frames
     if snapshot(trace) != before:
         raise changed(trace)
-    _write(slot, key, frames, evictable)
+    if _longest_name(frames) <= MAX_NAME_CHARS:
+        _write(slot, key, frames, evictable)
     return frames
+
+
+def _longest_name(frames: TraceFrames) -> int:
+    """The longest op or device activity name of ``frames`` (from the categories: no text made)."""
+    lengths = [f["name"].cat.len_chars().max() for f in (frames.ops, frames.device) if f.height]
+    return max((n for n in lengths if isinstance(n, int)), default=0)
 
 
 def is_cached(source: Source, *, work_only: bool) -> bool:

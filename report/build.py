@@ -14,7 +14,13 @@ from functools import partial
 from pathlib import Path
 
 from nprof_report.parse import Inputs, newest_run
-from nprof_report.report.figures import PeakOverride, Summary, json_pieces, summarise
+from nprof_report.report.figures import (
+    TEXT_CHARS,
+    PeakOverride,
+    Summary,
+    json_pieces,
+    summarise,
+)
 from nprof_report.report.jobs import Engine, analyse_inputs
 from nprof_report.report.publish import Content, Streamed, publish
 from nprof_report.report.view import (
@@ -108,12 +114,26 @@ _CSV_PIECE = 1 << 20
 
 
 def _csv_pieces(table: Table) -> Iterator[bytes]:
-    """The table's CSV file in pieces of about :data:`_CSV_PIECE` characters."""
+    """The table's CSV file in pieces of about :data:`_CSV_PIECE` characters; a longer cell (a
+    name of any length: it is whole in the CSV) written in pieces of its own."""
     buf = io.StringIO(newline="")
     writer = csv.writer(buf)
     writer.writerow(table.columns)
     for row in table.raw_rows:
-        writer.writerow(row)
+        big = [i for i, v in enumerate(row) if isinstance(v, str) and len(v) > _CSV_PIECE]
+        if not big:
+            writer.writerow(row)
+        else:  # the row with a mark for each long cell, the cells put in as the writer would
+            mark = f"\x00nprof-cell-{id(row)}-"
+            writer.writerow([f"{mark}{i}" if i in big else v for i, v in enumerate(row)])
+            text = buf.getvalue()
+            buf.seek(0)
+            buf.truncate()
+            for i in big:
+                before, text = text.split(f"{mark}{i}", 1)
+                yield before.encode("utf-8")
+                yield from _csv_cell_pieces(row[i])
+            buf.write(text)
         if buf.tell() > _CSV_PIECE:
             yield buf.getvalue().encode("utf-8")
             buf.seek(0)
@@ -121,11 +141,24 @@ def _csv_pieces(table: Table) -> Iterator[bytes]:
     yield buf.getvalue().encode("utf-8")
 
 
+def _csv_cell_pieces(text: str) -> Iterator[bytes]:
+    """A text cell as ``csv.writer`` writes it (the excel dialect: quoted, its quotes doubled,
+    when it holds a comma, a quote or a line break), a piece at a time."""
+    quoted = any(c in text for c in ',"\r\n')
+    if quoted:
+        yield b'"'
+    for at in range(0, len(text), _CSV_PIECE):
+        part = text[at : at + _CSV_PIECE]
+        yield (part.replace('"', '""') if quoted else part).encode("utf-8")
+    if quoted:
+        yield b'"'
+
+
 def _data_files(summary: Summary, tables: list[Table]) -> dict[str, Streamed]:
     """``summary.json`` and the CSV tables, by path relative to the output folder, each written
     a piece at a time as it is made (the summary's long lists are columns until then:
     :mod:`.records`)."""
-    files = {"summary.json": Streamed(lambda: json_pieces(summary))}
+    files = {"summary.json": Streamed(lambda: json_pieces(summary, text_limit=TEXT_CHARS))}
     for table in sorted(tables, key=lambda t: t.csv):
         files[f"tables/{table.csv}"] = Streamed(partial(_csv_pieces, table))
     return files

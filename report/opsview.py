@@ -151,11 +151,14 @@ def render_ops(
     limit: int | None = None,
     engine: Engine | None = None,
     by_rank: bool = False,
-) -> tuple[str, list[str]]:
+) -> tuple[str | bytes, list[str]]:
     """Render as ``table``, ``json`` (one array; a ``source`` key when several) or ``csv``; with
     the caveats of :func:`ops_tables` that the text does not state (a table states how
     ``privateuse1_driver`` rows were read below itself; json and csv leave every note to the
-    caller, which prints them on standard error)."""
+    caller, which prints them on standard error).
+
+    json and csv are UTF-8 bytes, written as they are: a name of any length is made into text
+    once (no str copy, no encoding of it again)."""
     if by_rank:
         return render_ranks(path, fmt=fmt, engine=engine)
     found = ops_tables(path, engine=engine)
@@ -175,11 +178,18 @@ def render_ops(
         for label, t in tables
     ]
     combined = pl.concat(frames) if frames else pl.DataFrame()
+    del frames
+    tables.clear()  # the concatenated frame holds the only copy of the rows now
     if fmt == "json":
-        return orjson.dumps(combined.to_dicts(), option=orjson.OPT_INDENT_2).decode(), found.notes
-    buf = io.StringIO()
+        rows = combined.to_dicts()
+        del combined
+        return orjson.dumps(rows, option=orjson.OPT_INDENT_2), found.notes
+    buf = io.BytesIO()
     csv_safe(combined).write_csv(buf, quote_style="non_numeric")
-    return buf.getvalue().rstrip("\n"), found.notes
+    del combined
+    with buf.getbuffer() as view:
+        end = len(view) - (len(view) > 0 and view[-1] == ord("\n"))
+        return bytes(view[:end]), found.notes
 
 
 def csv_safe(frame: pl.DataFrame) -> pl.DataFrame:

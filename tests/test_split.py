@@ -228,6 +228,27 @@ def test_elements_longer_than_the_search_window(
 
 
 @pytest.mark.parametrize("gz", [False, True])
+def test_a_run_of_whitespace_longer_than_the_buffer(
+    tmp_path: Path, gz: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain file's blocks hold the run, which the workers skip; a gzip stream's buffer does
+    not grow for it past ``_GROW_LIMIT``: the sequential loader reads it in constant memory."""
+    text = json.dumps({"traceEvents": _events(300), "schemaVersion": 1})
+    at = text.index("}, {", len(text) // 2) + 3
+    data = (text[:at] + " " * 300_000 + text[at:]).encode()
+    path = tmp_path / ("t.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    want = sequential(path)
+    monkeypatch.setattr(split, "_SEARCH", 1024)
+    monkeypatch.setattr(split, "_GUNZIP_READ", 4096)
+    monkeypatch.setattr(split, "_BLOCK_MAX", 16384)
+    monkeypatch.setattr(split, "_GROW_LIMIT", 65536)
+    calls = counting(monkeypatch)
+    assert_equal(read_work_parts(path, workers=2, min_bytes=0, chunk_bytes=4096), want)
+    assert calls == ([path] if gz else [])
+
+
+@pytest.mark.parametrize("gz", [False, True])
 @pytest.mark.parametrize("code", ["import sys; sys.exit(1)", "import sys; sys.stdout.write('{}')"])
 def test_a_failing_worker_sends_the_file_to_the_sequential_loader(
     tmp_path: Path, gz: bool, code: str, monkeypatch: pytest.MonkeyPatch

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,42 @@ def test_big_event_grows_window(tmp_path: Path) -> None:
     assert_same(path, chunk_bytes=64)
 
 
+@pytest.mark.parametrize("where", ["between", "inside", "after", "cut"])
+def test_whitespace_of_any_length_is_skipped(tmp_path: Path, where: str) -> None:
+    """A run of whitespace between two events, inside one, or after the array: the same trace,
+    and the window does not grow (only one space of each all-whitespace window is kept)."""
+    from nprof_report.parse.read import stream
+
+    text = fixture(NAMES[3]).read_text()
+    run = " " * (3 << 20)
+    separator = re.compile(r"\},\s*\{").search(text, len(text) // 2)
+    assert separator is not None
+    at = {
+        "between": separator.start() + 2,
+        "inside": text.index('"ph":', len(text) // 2) + 5,
+        "after": text.rindex("]") + 1,
+        "cut": separator.start() + 2,
+    }[where]
+    data = (text[:at] + run + text[at:]).encode()
+    if where == "cut":  # cut short inside the run: the note counts the bytes of it too
+        data = data[: at + len(run) // 2]
+    path = tmp_path / "t.json"
+    path.write_bytes(data)
+    longest = 0
+    more = stream.Reader.more
+
+    def watched(self: stream.Reader) -> bool:
+        nonlocal longest
+        got = more(self)
+        longest = max(longest, len(self.buf))
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream.Reader, "more", watched)
+        assert_same(path, chunk_bytes=64 << 10)
+    assert longest < 4 * (64 << 10) + len(text)
+
+
 @pytest.mark.parametrize(
     "content",
     [
@@ -252,7 +289,7 @@ trace_event = st.one_of(
 )
 @given(
     events=st.lists(trace_event, max_size=12),
-    layout=st.sampled_from(["compact", "spaced", "indent", "array", "gz"]),
+    layout=st.sampled_from(["compact", "spaced", "indent", "array", "gz", "wide"]),
     chunk=st.sampled_from([64, 200, 4096]),
     base=st.one_of(st.none(), st.just(1735632360000000000)),
     cut=st.one_of(st.none(), st.floats(0.3, 1.0)),
@@ -274,6 +311,8 @@ def test_random_traces(
         text = json.dumps(doc)
     elif layout == "indent":
         text = json.dumps(doc, indent=2, ensure_ascii=False)
+    elif layout == "wide":  # runs of whitespace longer than the window, between every token
+        text = json.dumps(doc, indent=1, ensure_ascii=False).replace("\n", "\n" + " \t" * 2500)
     else:
         text = json.dumps(events if layout == "array" else doc)
     path = tmp_path / ("t.json.gz" if layout == "gz" else "t.json")

@@ -30,7 +30,9 @@ recovers); anything the reference loader must word (bad UTF-8 ...) raises :class
 
 from __future__ import annotations
 
+import codecs
 import math
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Annotated, Any
 
@@ -38,11 +40,16 @@ import msgspec
 import orjson
 import polars as pl
 
-from nprof_report.parse.read.polars_json import CONTROL, clean_column, decode_piece
+from nprof_report.parse.read.polars_json import (
+    CONTROL,
+    clean_column,
+    decode_piece,
+    has_huge_element,
+)
 from nprof_report.parse.read.rows import ESCAPED_NAME, EXACT_PRODUCT_US, EventRows, as_int, as_us
 from nprof_report.parse.schema import EVENTS, WORK_EVENTS, WORK_ROWS
 
-__all__ = ["Columns", "Fallback"]
+__all__ = ["Columns", "Fallback", "Piece"]
 
 _NAN = math.nan
 _NULL_RAW = msgspec.Raw(b"null")
@@ -107,6 +114,14 @@ _REENCODE = r"\\|[:,\[]-?[0-9]+[.eE]|[:,\[]-0[,\]}]|[0-9]{19}"
 _TEXT_EVENTS = pl.Schema({n: pl.String if t == pl.Categorical() else t for n, t in EVENTS.items()})
 
 
+@dataclass
+class Piece:
+    """The text of a piece of the events array, given to :meth:`Columns.add_piece`, which lets
+    it go once decoded (the holder's only reference)."""
+
+    text: bytes | None
+
+
 class Fallback(Exception):
     """The file is not a clean trace: let the reference loader decide (and word the error)."""
 
@@ -127,23 +142,31 @@ class Columns:
         self.negative = 0
         self.escaped = 0  # names with control characters, counted before rows are dropped
 
-    def add_piece(self, body: bytes) -> None:
-        """Decode ``body`` (elements of the events array, without its brackets) and append
-        their frame.
+    def add_piece(self, piece: Piece) -> None:
+        """Decode ``piece.text`` (elements of the events array in brackets, ``[...]``) and
+        append their frame. The text is let go (``piece.text`` None) once it is decoded, so a
+        piece of any size is not held twice while its columns are made.
 
-        Raises ``msgspec.DecodeError`` (and changes nothing) when ``body`` is not valid JSON.
+        Raises ``msgspec.DecodeError`` (and changes nothing: ``piece.text`` is kept) when the
+        text is not valid JSON.
         """
-        df = decode_piece(body) if self.work_only else None  # work rows need no bp, args
+        assert piece.text is not None
+        df = None
+        if self.work_only and not has_huge_element(piece.text):  # work rows need no bp, args
+            df = decode_piece(piece.text[1:-1])
+        # a decoded name holds a backslash (or a control character, which clean_text escapes
+        # with one) only where the text has a backslash escape or a raw DEL
+        escapes = b"\\" in piece.text or b"\x7f" in piece.text
         if df is None:
-            df = self._piece(b"[" + body + b"]")
+            df = self._piece(piece)
         if df is not None and df.height:
-            # a decoded name holds a backslash (or a control character, which clean_text
-            # escapes with one) only where the text has a backslash escape or a raw DEL
-            self._finish(df, escapes=b"\\" in body or b"\x7f" in body)
+            self._finish(df, escapes=escapes)
 
     # -- fast path: columns of a piece, ts/dur still in us (NaN marks a missing key) ----------
-    def _piece(self, text: bytes) -> pl.DataFrame | None:
+    def _piece(self, piece: Piece) -> pl.DataFrame | None:
         """Typed msgspec decode of a piece (None: the piece went through the slow path)."""
+        text = piece.text
+        assert text is not None
         raws: list[msgspec.Raw] = []
         evs: list[Any]
         if not self.work_only:
@@ -176,6 +199,9 @@ class Columns:
         get = _GET
         # a control character in a decoded string comes from an escape, or is a raw DEL
         clean = _clean_col if b"\\" in text or b"\x7f" in text else _same
+        bp = b'"bp"' in text or b"\\u" in text  # a key may be written with escapes
+        del text
+        piece.text = None  # decoded: the columns are made without it
         return pl.DataFrame(
             [
                 pl.Series("ph", list(map(get["ph"], evs)), dtype=pl.String),
@@ -187,7 +213,7 @@ class Columns:
                 _floats("dur", list(map(get["dur"], evs))),
                 _labels("flow_id", list(map(get["id"], evs)), distinct=True),
                 pl.Series("bp", list(map(get["bp"], evs)), dtype=pl.String)
-                if b'"bp"' in text or b"\\u" in text  # a key may be written with escapes
+                if bp
                 else pl.repeat(None, n, dtype=pl.String, eager=True).alias("bp"),
                 ext,
                 corr,
@@ -300,9 +326,17 @@ def _loads(text: bytes) -> list[Any]:
 
 
 def check_utf8(text: bytes) -> None:
-    """:class:`Fallback` unless ``text`` is UTF-8 (the reference loader words the error)."""
+    """:class:`Fallback` unless ``text`` is UTF-8 (the reference loader words the error).
+
+    Decoded a megabyte at a time (ASCII: not at all), so no copy of a large piece is made."""
+    if text.isascii():
+        return
+    decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        text.decode("utf-8")
+        with memoryview(text) as view:
+            for at in range(0, len(text), 1 << 20):
+                decoder.decode(view[at : at + (1 << 20)])
+            decoder.decode(b"", True)
     except UnicodeDecodeError as exc:
         raise Fallback from exc
 

@@ -77,6 +77,7 @@ __all__ = ["read_work_parts"]
 _BLOCK_MAX = 32 << 20
 _SEARCH = 1 << 20  # how far past a block's nominal end a boundary is looked for
 _GUNZIP_READ = 4 << 20
+_GROW_LIMIT = 2 * (_BLOCK_MAX + _SEARCH + _GUNZIP_READ)  # the gzip buffer grows once at most
 # zlib-ng's stub types its error as an instance
 _GUNZIP_ERRORS = (OSError, EOFError, cast("type[Exception]", zlib_ng.error))
 _OWNER = re.compile(r"nprof-split-p(\d+)-")  # the pid in a pieces folder's name
@@ -236,6 +237,10 @@ def _stream_blocks(
         while True:
             while not eof and filled < need:
                 if len(buf) - filled < _GUNZIP_READ:  # an element longer than the buffer
+                    if len(buf) >= _GROW_LIMIT:
+                        # an element, or a run of whitespace, this long: the sequential loader
+                        # reads it in memory linear in the element (constant in whitespace)
+                        raise Fallback
                     buf = buf[:filled] + bytes(len(buf))
                 with memoryview(buf) as view:
                     got = stream.readinto(view[filled : filled + _GUNZIP_READ])  # type: ignore[attr-defined]
@@ -471,7 +476,7 @@ def _decode_block(job: dict[str, Any], sent: memoryview | None) -> dict[str, Any
         "categories": pieces.categories,
         "rows": {name: frame.height for name, frame in frames.items()},
         "latest_x": top,
-        "close": start + rd.offset + close,  # rd.offset counts from the span's start
+        "close": start + rd.at(close),  # rd.at counts from the span's start
     }
 
 

@@ -21,7 +21,13 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.failures import failure_sentence
     from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
-    from nprof_report.report.figures.records import Listed, Tagged, json_pieces
+    from nprof_report.report.figures.records import (
+        TEXT_CHARS,
+        Listed,
+        Tagged,
+        cut_text,
+        json_pieces,
+    )
     from nprof_report.report.figures.roofline import PeakOverride, at_largest, roof_pct
     from nprof_report.report.figures.runs import (
         METRIC_WORDS,
@@ -76,6 +82,7 @@ __all__ = [
     "PARTS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
+    "TEXT_CHARS",
     "BackendComparison",
     "BackendsRecord",
     "CheckRecord",
@@ -110,6 +117,7 @@ __all__ = [
     "build_summary",
     "cross_rank",
     "crossover_title",
+    "cut_text",
     "detail_implementations",
     "failure_sentence",
     "json_pieces",
@@ -174,6 +182,8 @@ _HOME = {
     "crossover_title": "sweep",
     "detail_implementations": "sweep",
     "json_pieces": "records",
+    "cut_text": "records",
+    "TEXT_CHARS": "records",
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "roof_pct": "roofline",

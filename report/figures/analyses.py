@@ -290,7 +290,8 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
         meta=frames.meta,
         implementation=source.implementation,
         steps=steps,
-        key_averages=key_averages(frames, extra),
+        # names as the trace's Categorical: a long name is then held once, not once more here
+        key_averages=key_averages(frames, extra).with_columns(pl.col("name").cast(pl.Categorical)),
         top_ops=per_top_op(frames, ctx, steps.height, extra),
         dispatch_samples_us=[
             d / 1000

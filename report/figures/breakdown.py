@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
+from nprof_report.report.figures.records import cut_text
 from nprof_report.report.figures.summary_types import Chain, TimelineBar
 
 GAP_CAUSES = (
@@ -418,7 +419,7 @@ def _bar(lane: str, r: dict[str, Any], s0: int) -> TimelineBar:
         "lane": lane,
         "start_us": (r["start_ns"] - s0) / 1000,
         "dur_us": r["dur_ns"] / 1000,
-        "label": r["name"],
+        "label": cut_text(r["name"]),  # a chart's label: a name of any length is not kept whole
     }
 
 
@@ -433,7 +434,8 @@ def op_chains(
     tops = ctx.filter((pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null())
     if tops.is_empty():
         return []
-    top_names = tops.select(pl.col("event_id").alias("top_id"), pl.col("name").cast(pl.String))
+    # names stay Categorical (one copy of a long name, in the trace's categories) until chosen
+    top_names = tops.select(pl.col("event_id").alias("top_id"), "name")
     tops_of = ctx.select(pl.col("event_id").alias("src_id"), "top_id").join(top_names, on="top_id")
     # (op name, device activity name, duration) of what each top-level op led to
     dev = (
@@ -461,6 +463,12 @@ def op_chains(
     per_name = calls.join(
         dev.group_by("name").agg(pl.col("dur_ns").sum()), on="name", how="left"
     ).fill_null(0)
+    # only names that can rank among the first `limit` are made text: a value more than 0.001
+    # below the limit-th largest rounds (to 3 decimals) below it
+    per_call = per_name["dur_ns"] / per_name["len"] / 1000
+    if len(per_call) > limit:
+        floor = per_call.sort(descending=True)[limit - 1] - 0.001
+        per_name = per_name.filter(per_call >= floor)
     ranked = sorted(
         (
             (round(device_ns / n / 1000, 3), name, n)

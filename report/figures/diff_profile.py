@@ -31,7 +31,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.figures.breakdown import merge_intervals
-from nprof_report.report.figures.records import Records
+from nprof_report.report.figures.records import Records, cut_column
 from nprof_report.report.figures.summary_types import DiffProfile
 
 PARTS = (
@@ -76,6 +76,10 @@ def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, str]
     Paths are interned: a path is its parent path plus a name, so memory stays one entry per
     distinct path however deep the nesting.
     """
+    # names as summary.json holds them: the key diff and check compare (a long one cut)
+    cut = cut_column(ops["name"])
+    if cut is not None:
+        ops = ops.with_columns(cut)
     order = ops.sort("depth").select(
         "event_id", "parent_id", pl.col("cls").cast(pl.String), pl.col("name").cast(pl.String)
     )

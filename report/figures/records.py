@@ -10,10 +10,11 @@ byte for byte what ``orjson.dumps`` writes for the same document with lists.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import numpy as np
@@ -26,6 +27,11 @@ CHUNK = 4096
 """Records made at a time, when a whole sequence is read or written."""
 
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+
+TEXT_CHARS = 65_536
+"""The longest text ``summary.json`` holds (:func:`cut_text`): a longer one (a name, or a chain's
+list of kernel names) is cut. The public traces' longest is 18,817 characters (the kernels of a
+chain of the 2022 DDP trace; their longest name has 5,123)."""
 
 
 class Records(Sequence[T]):
@@ -79,6 +85,20 @@ class FrameRecords(Records[Any]):
         self._frame = frame.with_columns(
             round_as_python(c, 3) for c in frame.get_columns() if c.dtype.is_float()
         )
+
+    def texts_cut(self, limit: int) -> FrameRecords:
+        """These records with every text longer than ``limit`` characters cut (:func:`cut_text`),
+        found and cut in the columns: no record of a long text is made."""
+        frame = self._frame
+        texts = [n for n, t in frame.schema.items() if t in (pl.String, pl.Categorical)]
+        cut = {n: cut_column(frame[n], limit) for n in texts}
+        cut = {n: c for n, c in cut.items() if c is not None}
+        if not cut:
+            return self
+        out = FrameRecords.__new__(FrameRecords)
+        Records.__init__(out, frame.height)
+        out._frame = frame.with_columns(cut.values())
+        return out
 
     def make(self, start: int, stop: int) -> list[Any]:
         part = self._frame.slice(start, stop - start)
@@ -146,10 +166,119 @@ def round_as_python(column: pl.Series, ndigits: int) -> pl.Series:
     return pl.Series(column.name, out, dtype=pl.Float64)
 
 
-def json_pieces(doc: object) -> Iterator[bytes]:
+def cut_text(text: str, limit: int = TEXT_CHARS) -> str:
+    """``text``, or where it is longer than ``limit`` characters, its start, ``…`` and the whole
+    text's length and sha256 (of its UTF-8), ``limit`` characters in all:
+    ``aten::huge_xxx… [52,428,811 characters, sha256 9f2c…]``. Two different texts stay
+    different; the same text is cut the same way everywhere."""
+    if len(text) <= limit:
+        return text
+    return _cut(len(text), text.__getitem__, _sha256(text), limit)
+
+
+def _cut(length: int, head: Callable[[slice], str], digest: str, limit: int) -> str:
+    """:func:`cut_text` of a text of ``length`` characters whose start ``head`` gives."""
+    tail = f"… [{length:,} characters, sha256 {digest}]"
+    return head(slice(0, max(0, limit - len(tail)))) + tail
+
+
+def cut_column(column: pl.Series, limit: int = TEXT_CHARS) -> pl.Series | None:
+    """A text column (String or Categorical) as String with every value longer than ``limit``
+    characters cut (:func:`cut_text`); None when none is. Each distinct long value is cut once,
+    read a piece at a time (:func:`_cut_value`), and the column is made text without them."""
+    categorical = column.dtype == pl.Categorical
+    long = (column.cat.len_chars() if categorical else column.str.len_chars()) > limit
+    if not long.any():
+        return None
+    rows = long.arg_true()
+    values = column.gather(rows)
+    # equal values, equal ids (a Categorical's by its codes: no text compared)
+    ids = (values.to_physical() if categorical else values).rank("dense").to_list()
+    cut: dict[int, str] = {}
+    for row, value_id in zip(rows.to_list(), ids):
+        if value_id not in cut:
+            cut[value_id] = _cut_value(column.gather([row]), limit)
+    texts = pl.Series(column.name, [None] * len(column), dtype=pl.String).scatter(
+        rows, [cut[i] for i in ids]
+    )
+    short = pl.select(pl.when(long).then(None).otherwise(pl.lit(column))).to_series()
+    return texts.zip_with(long, short.cast(pl.String)).alias(column.name)
+
+
+def _cut_value(one: pl.Series, limit: int) -> str:
+    """:func:`cut_text` of the one value of ``one`` (String or Categorical), read a piece at a
+    time: a long name is never made a Python string whole (at most 64 pieces, each scanned from
+    the start for its characters: linear in the name)."""
+    text = one.cat if one.dtype == pl.Categorical else one.str
+    length = int(text.len_chars().item())
+    step = max(1 << 20, -(-length // 64))
+    digest = hashlib.sha256()
+    for at in range(0, length, step):
+        digest.update(text.slice(at, step).item().encode("utf-8"))
+    return _cut(
+        length, lambda part: str(text.slice(0, part.stop).item()), digest.hexdigest(), limit
+    )
+
+
+def _sha256(text: str) -> str:
+    """The sha256 of ``text``'s UTF-8, encoded a megabyte at a time (no copy of a long text)."""
+    digest = hashlib.sha256()
+    for at in range(0, len(text), 1 << 20):
+        digest.update(text[at : at + (1 << 20)].encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _cut_texts(obj: Any, limit: int) -> Any:
+    """``obj`` with every string longer than ``limit`` cut (:func:`cut_text`), dict keys too
+    (a :class:`Records` is left as it is: :func:`_list_pieces` cuts its records)."""
+    if isinstance(obj, str):
+        return cut_text(obj, limit)
+    if isinstance(obj, dict):
+        return {cut_text(k, limit): _cut_texts(v, limit) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_cut_texts(v, limit) for v in obj]
+    return obj
+
+
+def _has_long_text(obj: Any, limit: int) -> bool:
+    """Whether ``obj`` holds a string longer than ``limit`` (a :class:`Records` is not looked
+    into)."""
+    if isinstance(obj, str):
+        return len(obj) > limit
+    if isinstance(obj, dict):
+        return any(len(k) > limit or _has_long_text(v, limit) for k, v in obj.items())
+    if isinstance(obj, list | tuple):
+        return any(_has_long_text(v, limit) for v in obj)
+    return False
+
+
+def _longest_string(text: bytes) -> int:
+    """The most bytes between the quotes of one string of the JSON ``text`` (orjson's: quotes
+    only delimit strings or are escaped)."""
+    data = np.frombuffer(text, np.uint8)
+    quotes = np.flatnonzero(data == 0x22)
+    slashed = quotes[(quotes > 0) & (data[np.maximum(quotes - 1, 0)] == 0x5C)]
+    if len(slashed):  # a quote after an odd run of backslashes is a character of its string
+        escaped = []
+        for q in slashed.tolist():
+            at = q - 1
+            while at >= 0 and text[at] == 0x5C:
+                at -= 1
+            if (q - 1 - at) % 2:
+                escaped.append(q)
+        quotes = np.setdiff1d(quotes, escaped)
+    if len(quotes) < 2:
+        return 0
+    return int((quotes[1::2] - quotes[0 : len(quotes) - 1 : 2]).max()) - 1
+
+
+def json_pieces(doc: object, *, text_limit: int | None = None) -> Iterator[bytes]:
     """``doc`` as indented JSON with sorted keys and a final newline, in pieces: the bytes of
     ``orjson.dumps(doc, option=OPT_INDENT_2 | OPT_SORT_KEYS | OPT_APPEND_NEWLINE)`` with every
-    :class:`Records` written as the list of its records, a chunk of records at a time."""
+    :class:`Records` written as the list of its records, a chunk of records at a time.
+
+    ``text_limit``: every string longer than this many characters is cut (:func:`cut_text`):
+    a frame's records in its columns, other records where their JSON holds a string that long."""
     nonce = secrets.token_hex(8)
     found: list[Records[Any]] = []
 
@@ -159,7 +288,13 @@ def json_pieces(doc: object) -> Iterator[bytes]:
         found.append(obj)
         return f"\x00nprof-records:{nonce}:{len(found) - 1}"
 
-    text = orjson.dumps(doc, default=placeholder, option=_JSON | orjson.OPT_APPEND_NEWLINE)
+    def dump(obj: object) -> bytes:
+        found.clear()
+        return orjson.dumps(obj, default=placeholder, option=_JSON | orjson.OPT_APPEND_NEWLINE)
+
+    if text_limit is not None and _has_long_text(doc, text_limit):
+        doc = _cut_texts(doc, text_limit)
+    text = dump(doc)
     if not found:
         yield text
         return
@@ -171,21 +306,29 @@ def json_pieces(doc: object) -> Iterator[bytes]:
         indent = line = text.rfind(b"\n", 0, m.start()) + 1
         while text[indent] == 0x20:
             indent += 1
-        yield from _list_pieces(found[int(m[1])], indent - line)
+        yield from _list_pieces(found[int(m[1])], indent - line, text_limit)
         done = m.end()
     yield text[done:]
 
 
-def _list_pieces(records: Records[Any], indent: int) -> Iterator[bytes]:
-    """``records`` as orjson indents a list whose line starts ``indent`` spaces in."""
+def _list_pieces(records: Records[Any], indent: int, text_limit: int | None) -> Iterator[bytes]:
+    """``records`` as orjson indents a list whose line starts ``indent`` spaces in; strings
+    longer than ``text_limit`` cut."""
     if not len(records):
         yield b"[]"
         return
+    limit = text_limit
+    if isinstance(records, FrameRecords) and limit is not None:
+        records, limit = records.texts_cut(limit), None  # cut in its columns
     pad = b" " * indent
     yield b"[\n"
     for start in range(0, len(records), CHUNK):
         # orjson's own list of the chunk, its items moved from 2 spaces in to indent + 2
-        body = orjson.dumps(records.make(start, min(start + CHUNK, len(records))), option=_JSON)
+        chunk = records.make(start, min(start + CHUNK, len(records)))
+        body = orjson.dumps(chunk, option=_JSON)
+        if limit is not None and _longest_string(body) > limit:  # bytes: at least the characters
+            body = orjson.dumps(_cut_texts(chunk, limit), option=_JSON)
+        del chunk
         if start:
             yield b",\n"
         yield pad + body[2:-2].replace(b"\n", b"\n" + pad)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nprof_report.report.figures import cut_text
 from nprof_report.report.view.safetext import csv_row
 from nprof_report.textout import format_time_us
 
@@ -20,7 +21,7 @@ MAX_ROWS = 25
 """Rows a table shows; all of them are in its CSV file and in summary.json."""
 CELL_CHARS = 120
 """Characters a text cell shows; a longer name is shortened in the middle (the whole of it in
-the cell's tooltip, the CSV and summary.json)."""
+the CSV; in the cell's tooltip and summary.json up to :data:`~.figures.TEXT_CHARS` characters)."""
 
 BREAK_CHARS = 40
 """A text cell longer than this may break after ``::``, ``,``, ``(``, ``<``, ``_`` and ``/``."""
@@ -169,7 +170,7 @@ def _cell(text: str, is_text: bool) -> Cell:
         return Cell((text,))
     full = None
     if len(text) > CELL_CHARS:
-        full = text
+        full = cut_text(text)  # a tooltip of any name stays small, as summary.json holds it
         head = CELL_CHARS * 2 // 3
         text = f"{text[:head]} … {text[head - CELL_CHARS + 3 :]}"
     return Cell(tuple(p for p in _BREAK_AFTER.split(text) if p), full)
