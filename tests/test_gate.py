@@ -137,7 +137,11 @@ def test_stored_summaries_are_baselines(runs: dict[str, Any], tmp_path: Path) ->
     stored = tmp_path / "b0" / "summary.json"
     baselines = [stored, *runs["bases"][1:]]
     gate = check_regression(runs["extra"], baselines, max_regression_pct=5.0, metrics=None, ops=[])
-    assert len(gate.failures) == 1 and ADDED in gate.failures[0]
+    structural = [f for f in gate.failures if "framework ops per step" in f]
+    assert len(structural) == 1 and ADDED in structural[0]
+    # where the three baselines happen to agree within 5 %, time decides too, and the extra
+    # pass is slower (CI on a quiet machine: +58.6 % to +64.2 %): a time failure, never another
+    assert all(f.endswith("exceeds the 5 % allowed") for f in gate.failures if f not in structural)
     from_capture = compare(runs["bases"][0], runs["extra"])["pairs"][0]["structure"]
     assert compare(stored, runs["extra"])["pairs"][0]["structure"] == from_capture
     summary = json.loads(stored.read_text())
