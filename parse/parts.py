@@ -162,16 +162,29 @@ def merge(pieces: list[Pieces], name: str) -> Parts:
         # columns are chunked differently is copied whole to align them (78 MB more at the peak)
         host=whole.host.rechunk(),
         device=whole.device,
-        steps=_steps(whole.step_rows),
+        steps=_steps(whole.step_rows, notes, name),
         flows=whole.flows,
         notes=notes,
     )
 
 
-def _steps(rows: pl.DataFrame) -> pl.DataFrame:
-    """``STEPS`` from the step annotations, in time order (ties in file order)."""
+def _steps(rows: pl.DataFrame, notes: list[str], name: str) -> pl.DataFrame:
+    """``STEPS`` from the step annotations, in time order (ties in file order).
+
+    A step number is a key everywhere after this (per-step rows, ``diff``'s series), so numbers
+    that repeat (profiler sessions or processes concatenated in one file) are replaced by 1, 2,
+    ... in time order, with a note (``RULES.md`` §8).
+    """
     ann = rows.with_columns(step=pl.col("name").str.extract(r"^ProfilerStep#(\d+)$").cast(pl.Int32))
     ann = ann.filter(pl.col("step").is_not_null()).sort("ts_ns", maintain_order=True)
+    distinct = ann["step"].n_unique()
+    if distinct < ann.height:
+        notes.append(
+            f"{name}: its {ann.height} ProfilerStep#N annotations carry {distinct} distinct "
+            "numbers; the steps are numbered 1 to "
+            f"{ann.height} in time order instead"
+        )
+        ann = ann.with_columns(step=pl.int_range(1, ann.height + 1, dtype=pl.Int32))
     return conform(
         ann.with_columns(
             start_ns=pl.col("ts_ns"),

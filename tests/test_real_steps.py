@@ -369,3 +369,43 @@ def test_ray_local_gives_the_local_pools_summary(job: Path, tmp_path: Path) -> N
     b = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert a == b
     assert [s["rank"] for s in b["ranks"]["stragglers"]] == [5]
+
+
+def test_repeated_profiler_step_numbers_are_renumbered_in_time_order(tmp_path: Path) -> None:
+    """Three profiler sessions in one file (the public CPU trace thrice, each copy shifted past
+    the previous one's end): ``ProfilerStep#N`` numbers repeat, and a step number is a key
+    everywhere, so the steps are 1, 2, ... in time order, each op in the one whose interval
+    holds its start."""
+    doc = load(PUBLIC_TRACES["cpu"])
+    timed = [isinstance(e.get("ts"), int | float) for e in doc["traceEvents"]]
+    ends = [e["ts"] + e.get("dur", 0) for e, t in zip(doc["traceEvents"], timed) if t]
+    starts = [e["ts"] for e, t in zip(doc["traceEvents"], timed) if t]
+    shift = max(ends) - min(starts) + 1000
+    copies = [
+        dict(e, ts=e["ts"] + k * shift) if t else e
+        for k in range(3)
+        for e, t in zip(doc["traceEvents"], timed)
+    ]
+    twice = write(dict(doc, traceEvents=copies), tmp_path / "thrice.json")
+    annotations = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in copies
+        if e.get("cat") == "user_annotation" and str(e.get("name")).startswith("ProfilerStep#")
+    )
+    assert len(set(annotations)) == len(annotations) >= 3
+
+    frames = load_frames(twice)
+    assert frames.steps["step"].to_list() == list(range(1, len(annotations) + 1))
+    assert any("ProfilerStep#N annotations carry" in n for n in frames.notes)
+    # independent of the parser: the number of the last annotation starting at or before an
+    # op's start, when the op starts before that annotation's end
+    ops = frames.ops.filter(pl.col("cls") == "op").select("start_ns", "step")
+    base_ns = frames.steps["start_ns"][0] - round(annotations[0][0] * 1000)
+    for start_ns, step in ops.sample(min(400, ops.height), seed=1).iter_rows():
+        us = (start_ns - base_ns) / 1000
+        held = [k for k, (s, e) in enumerate(annotations, 1) if s <= us < e]
+        assert step == (held[-1] if held else None)
+    summary = _summary(twice)
+    impl = summary["implementations"][0]
+    assert [r["step"] for r in impl["steps"]] == sorted({r["step"] for r in impl["steps"]})
+    assert len(impl["steps"]) <= len(annotations)
