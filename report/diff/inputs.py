@@ -23,6 +23,7 @@ from nprof_report.report.figures import (
     RunRecord,
     SideImplementation,
     build_summary,
+    restore_summary,
 )
 from nprof_report.report.jobs import Engine, analyse_inputs
 
@@ -85,15 +86,17 @@ def _keep(impl: Mapping[str, Any]) -> SideImplementation:
 
 def _from_document(path: Path, doc: dict[str, Any]) -> Side:
     fmt = doc["format"]
-    expected = SUMMARY_VERSION if fmt == SUMMARY_FORMAT else DIFF_VERSION
-    if doc.get("format_version") != expected:
+    # summary.json version 1 held its lists inline; version 2 keeps them in Parquet beside it
+    readable = range(1, SUMMARY_VERSION + 1) if fmt == SUMMARY_FORMAT else (DIFF_VERSION,)
+    if doc.get("format_version") not in readable:
         raise InputError(
             path,
             f"is {fmt} version {doc.get('format_version')}; this nprof-report reads version "
-            f"{expected}",
+            + " and ".join(map(str, readable)),
         )
     try:
         if fmt == SUMMARY_FORMAT:
+            doc = cast(dict[str, Any], restore_summary(doc, path))
             impls, run, kind = doc["implementations"], doc.get("run"), "summary.json"
         else:
             new = doc["sides"]["new"]

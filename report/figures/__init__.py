@@ -38,6 +38,13 @@ if TYPE_CHECKING:
         run_sentence,
         summarise,
     )
+    from nprof_report.report.figures.stored import (
+        SHOWN_ROWS,
+        read_summary,
+        restore_summary,
+        store_summary,
+        top_ops_rank,
+    )
     from nprof_report.report.figures.summary import (
         CONSTRUCTED_MARK,
         SUMMARY_FORMAT,
@@ -80,6 +87,7 @@ __all__ = [
     "OP_SERIES",
     "OUTPUT_WRONG",
     "PARTS",
+    "SHOWN_ROWS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
     "TEXT_CHARS",
@@ -124,10 +132,14 @@ __all__ = [
     "metric_figures",
     "named",
     "rank_figures",
+    "read_summary",
+    "restore_summary",
     "roof_pct",
     "run_label",
     "run_sentence",
+    "store_summary",
     "summarise",
+    "top_ops_rank",
 ]
 
 # where each name lives (relative to this package)
@@ -188,6 +200,11 @@ _HOME = {
     "rank_figures": "ranks",
     "roof_pct": "roofline",
     "summarise": "runs",
+    "SHOWN_ROWS": "stored",
+    "read_summary": "stored",
+    "restore_summary": "stored",
+    "store_summary": "stored",
+    "top_ops_rank": "stored",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

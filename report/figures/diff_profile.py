@@ -31,7 +31,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.figures.breakdown import merge_intervals
-from nprof_report.report.figures.records import Records, cut_column
+from nprof_report.report.figures.records import Records, cut_column, round_as_python
 from nprof_report.report.figures.summary_types import DiffProfile
 
 PARTS = (
@@ -311,6 +311,35 @@ class OpSeries(Records[dict[str, Any]]):
         self._first = [first[r] for r in order]
         self._kernels = kernels.gather(order)  # a list of names per path; null: none
         self._table = {k: v[order] for k, v in table.items()}
+
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The records as columns, each series a list per path, values as :meth:`make` gives
+        them (what summary.json's ``op_series`` table holds, without a record made)."""
+        n, steps = len(self), self._table["calls"].shape[1] if len(self) else 0
+
+        def lists(name: str, values: np.ndarray, dtype: pl.DataType) -> pl.Series:
+            flat = pl.Series(name, values.reshape(-1))
+            if dtype == pl.Float64:
+                flat = round_as_python(flat, 3).fill_nan(None) if name == "launch_us" else flat
+            return (
+                flat.reshape((n, steps)).cast(pl.List(dtype))
+                if n
+                else pl.Series(name, [], pl.List(dtype))
+            )
+
+        columns = [
+            pl.Series("name", [p[-1] for p in self._names], dtype=pl.String),
+            pl.Series("context", [p[:-1] for p in self._names], dtype=pl.List(pl.String)),
+            pl.Series("kind", self._kinds, dtype=pl.String),
+            self._kernels.fill_null([]).cast(pl.List(pl.String)).alias("kernels"),
+            *(lists(k, self._table[k] / 1000, pl.Float64()) for k in OP_SERIES[1:]),
+            lists("launch_us", self._table["launch_us"] / 1000, pl.Float64()),
+            lists("calls", self._table["calls"], pl.Int64()),
+            *(lists(k, self._table[k], pl.Int64()) for k in COUNT_SERIES),
+            pl.Series("order", self._first, dtype=pl.Int64),
+        ]
+        return pl.DataFrame(columns)
 
     def make(self, start: int, stop: int) -> list[dict[str, Any]]:
         # whole tables into lists at once: a NumPy call per row and series took 1.3 s of

@@ -86,6 +86,11 @@ class FrameRecords(Records[Any]):
             round_as_python(c, 3) for c in frame.get_columns() if c.dtype.is_float()
         )
 
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The records' columns, floats rounded as the records hold them."""
+        return self._frame
+
     def texts_cut(self, limit: int) -> FrameRecords:
         """These records with every text longer than ``limit`` characters cut (:func:`cut_text`),
         found and cut in the columns: no record of a long text is made."""
