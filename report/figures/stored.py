@@ -25,7 +25,7 @@ inline; :func:`read_summary` reads both and gives the document as it was in memo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,7 +43,7 @@ SCOPES = ("implementations", "sweep.smallest_detail.implementations")
 _STEPS = "steps"
 
 
-def top_ops_rank(row: dict[str, Any]) -> float:
+def top_ops_rank(row: Mapping[str, Any]) -> float:
     """What the report ranks framework ops by: their dispatch time per step."""
     return float((row.get("calls_per_step") or 0) * (row.get("dispatch_median_us") or 0))
 
