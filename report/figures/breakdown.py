@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
-from nprof_report.report.figures.records import cut_text
+from nprof_report.report.figures.records import LABEL_CHARS, cut_text
 from nprof_report.report.figures.summary_types import Chain, TimelineBar
 
 GAP_CAUSES = (
@@ -430,7 +430,7 @@ def _bar(lane: str, r: dict[str, Any], s0: int) -> TimelineBar:
         "lane": lane,
         "start_us": (r["start_ns"] - s0) / 1000,
         "dur_us": r["dur_ns"] / 1000,
-        "label": cut_text(r["name"]),  # a chart's label: a name of any length is not kept whole
+        "label": cut_text(r["name"], LABEL_CHARS),  # a chart's label, not a name kept whole
     }
 
 
