@@ -162,40 +162,45 @@ def _launches(host: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     one it filters out), or a runtime call without an External id whose correlation id is X (the
     id collision of ``RULES.md`` §4).
     """
-    h = host.with_row_index("_i").select(  # numbered before any filter
-        pl.col("_i").cast(pl.Int64), "cls", "cat", "name", "tid", "external_id", "correlation"
-    )
+    h = host.lazy().with_row_index("_i")  # numbered before any filter
     linked = pl.col("external_id").is_not_null() & (pl.col("external_id") != 0)
     runtime = pl.col("cls") == "runtime"
-    launches = h.filter(runtime & linked)
-    lost = lost_link(launches)
-    if lost:
-        launches = launches.clear()
-    scopes = h.filter(pl.col("cls").is_in(["op", "annotation"]) & linked)
-    by_ext = (
-        launches.lazy()
-        .join(
-            scopes.lazy()
-            .filter(pl.col("external_id").is_first_distinct())
-            .select("external_id", pl.col("_i").alias("_j"), pl.col("tid").alias("_jtid")),
-            on="external_id",
-        )
-        .sort("_i")
-        .select("_i", "_j", "cat", "tid", "_jtid")
-        .collect()
-    )
-    ids = pl.concat(
+    row = pl.col("_i").cast(pl.Int64)
+    launches, scopes, unlinked = pl.collect_all(
         [
-            scopes.filter(~pl.col("name").is_in(list(FILTERED_NAMES)).fill_null(True)).select(
-                pl.col("external_id").alias("_id"), pl.col("_i").alias("_m")
+            h.filter(runtime & linked).select(row, "external_id", "correlation"),
+            h.filter(pl.col("cls").is_in(["op", "annotation"]) & linked).select(
+                row, "external_id", kept=~pl.col("name").is_in(list(FILTERED_NAMES))
             ),
+            # the runtime calls PyTorch keys by their correlation id
             h.filter(runtime & ~linked & pl.col("correlation").is_not_null()).select(
-                pl.col("correlation").alias("_id"), pl.col("_i").alias("_m")
+                pl.col("correlation").alias("_id"), row.alias("_m")
             ),
         ]
     )
+    lost = lost_link(launches)
+    if lost:
+        launches = launches.clear()
+    by_ext = (
+        launches.join(
+            scopes.filter(pl.col("external_id").is_first_distinct()).select(
+                "external_id", pl.col("_i").alias("_j")
+            ),
+            on="external_id",
+        )
+        .sort("_i")
+        .select("_i", "_j")
+    )
+    keyed = pl.concat(
+        [
+            scopes.filter("kept").select(
+                pl.col("external_id").alias("_id"), pl.col("_i").alias("_m")
+            ),
+            unlinked,
+        ]
+    )
     moves = launches.join(
-        ids.group_by("_id").agg(pl.col("_m").max()), left_on="external_id", right_on="_id"
+        keyed.group_by("_id").agg(pl.col("_m").max()), left_on="external_id", right_on="_id"
     ).select("_i", "_m")
     return by_ext, moves, lost
 
@@ -252,6 +257,7 @@ def _nested_ops(
     parent, depth, overlaps = _unsort(
         order, *nest_kept(tcode[order], starts[order], ends[order], keep[order], pool)
     )
+    del order
     has_parent = parent >= 0
     self_ns = durs.copy()
     np.subtract.at(self_ns, parent[has_parent], durs[has_parent])
@@ -265,8 +271,9 @@ def _nested_ops(
         # (those PyTorch filters too: one may be innermost) and the calls alone
         encl = _enclosing(loose, tcode, starts, ends, scope, (cls == "runtime").to_numpy(), pool)
     else:  # no partial overlap: an event's ancestors are all the events around it
+        del starts, ends
         encl = climb(parent, parent[loose], ~scope)
-    del starts, ends, order
+    del keep, scope
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()
