@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, KNOWN_CATS, lost_link
-from nprof_report.parse.nesting import climb, nest_halves, nest_kept
+from nprof_report.parse.nesting import climb, give_back_freed, nest_halves, nest_kept
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
 from nprof_report.parse.schema import LINKS, TraceFrames, TraceMeta, conform
@@ -68,14 +68,19 @@ def _derive(
     if driver.meaning != "none":
         notes.append(f"{name}: {driver.note}")
     notes += _unknown_categories(host, name)
-    with ThreadPoolExecutor(2) as pool:
-        # Polars joins on one thread while NumPy nests on the other: both release the GIL
-        runtime_device = pool.submit(_runtime_device, flows, host, device)
+    # the runtime->device links first, on their own: their joins (133 MiB at their peak on a
+    # 530 MB trace) made alongside the launches and the nesting added up to the process's peak
+    rt_dev = _runtime_device(flows, host, device)
+    duplicated = _duplicated_flows(flows)
+    del flows
+    give_back_freed()
+    with ThreadPoolExecutor(2) as pool:  # the nesting runs in two halves (nesting.nest_halves)
         by_ext, moves, lost_link = _launches(host)
         thread, tcode = _threads(host, moves)
+        give_back_freed()
         ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, lost_link, pool)
         del host, thread, tcode
-        rt_dev = runtime_device.result()
+        give_back_freed()
     if overlaps:
         notes.append(
             f"{name}: {overlaps} events partially overlap an event on the same "
@@ -83,10 +88,7 @@ def _derive(
         )
     links = _links(rt_dev, lost_link, ops, device, op_rt)
     del rt_dev
-    flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
-    del flows
-    duplicated = flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
-    del flow_ids
+    give_back_freed()
     if duplicated:
         notes.append(
             f"{name}: {duplicated} ac2g flow ids occur more than once; "
@@ -105,6 +107,7 @@ def _derive(
             "framework op; their time is in their own rows only, as in PyTorch"
         )
     ops, device = assign(ops, device, links, steps)
+    give_back_freed()
     frames = TraceFrames(
         meta=meta,
         events=events,
@@ -125,6 +128,12 @@ def _derive(
     )
     # without ProfilerStep#N: a repeating user annotation, else the whole window (steps.py)
     return frames if not steps.is_empty() else with_steps(frames)
+
+
+def _duplicated_flows(flows: pl.DataFrame) -> int:
+    """How many ``ac2g`` flow starts repeat an earlier start's id."""
+    flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
+    return flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
 
 
 def _unknown_categories(host: pl.DataFrame, name: str) -> list[str]:
@@ -357,10 +366,7 @@ def _enclosing(
 
 
 def _runtime_device(flows: pl.DataFrame, host: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
-    """The runtime->device links (``LINKS``).
-
-    Needs no nesting, so :func:`_derive` computes it while the ops are nested.
-    """
+    """The runtime->device links (``LINKS``); they need no nesting."""
     runtime = (
         host.lazy()
         .filter(pl.col("cls") == "runtime")

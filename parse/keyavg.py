@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, device_types, lost_link
-from nprof_report.parse.nesting import climb, levels, rows_of
+from nprof_report.parse.nesting import climb, give_back_freed, levels, rows_of
 from nprof_report.parse.schema import TraceFrames
 
 KEY_AVERAGES = pl.Schema(
@@ -201,6 +201,7 @@ def key_averages(
     del ids
     kern = kern_all[keep]
     del kern_all
+    give_back_freed()
 
     # A runtime/driver call named like an op (TorchNeuron names them after the aten op) gets its
     # category appended, so its row does not fold into the op's row.
@@ -249,6 +250,7 @@ def key_averages(
     del child_cpu
     live_rows = pl.Series(alive)
     del alive
+    give_back_freed()
 
     cpu = (
         pl.DataFrame(
