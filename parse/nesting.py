@@ -13,7 +13,6 @@ out the events PyTorch filters out before its walk. :func:`levels`,
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 from concurrent.futures import Executor
 from functools import cache
 from typing import Any
@@ -166,10 +165,13 @@ def give_back_freed() -> None:
 
 @cache
 def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None (another C library)."""
-    name = ctypes.util.find_library("c")
+    """glibc's ``malloc_trim``, or None (another C library).
+
+    Looked up among the symbols the interpreter has loaded: ``ctypes.util.find_library`` would
+    run ``ldconfig`` in a child process, a fork of this one (whose memory a sampler of the
+    process tree then counts twice)."""
     try:
-        return ctypes.CDLL(name).malloc_trim if name else None
+        return ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
         return None
 
