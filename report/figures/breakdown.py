@@ -265,6 +265,22 @@ def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def merged_columns(starts: pl.Series, ends: pl.Series) -> list[tuple[int, int]]:
+    """:func:`merge_intervals` of the intervals ``[starts, ends)`` given as columns, done in
+    NumPy: no Python pair is made of an interval that merges into another (290,000 device
+    activities of a 530 MB trace were 35 MB of pairs held through the analysis, issue 32)."""
+    if starts.is_empty():
+        return []
+    s, e = starts.to_numpy(), ends.to_numpy()
+    order = np.lexsort((e, s))
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # a new interval starts where its start lies beyond everything before it
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
+    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
+    return list(zip(s[first].tolist(), reach[last].tolist()))
+
+
 def device_gaps(
     ctx: pl.DataFrame,
     steps: pl.DataFrame,
