@@ -117,33 +117,43 @@ def spans(loaded: LoadedSource) -> pl.DataFrame:
 def device_comm(loaded: LoadedSource, host_spans: pl.DataFrame) -> pl.DataFrame:
     """Device communication activities: ``step, kind, dur_ns``."""
     frames = loaded.frames
-    launched = (
-        frames.links.filter(pl.col("kind") == "op->device")
-        .select(pl.col("src_id").alias("event_id"), pl.col("dst_id"))
-        .join(
-            frames.ops.select("event_id", pl.col("thread").cast(pl.String), "start_ns"),
-            on="event_id",
-        )
-        .sort("start_ns")
+    schema = pl.Schema(
+        {"step": frames.device.schema["step"], "kind": pl.String(), "dur_ns": pl.Int64()}
     )
-    inside = launched.join_asof(
-        host_spans.sort("start_ns").rename({"start_ns": "span_start"}),
-        left_on="start_ns",
-        right_on="span_start",
-        by="thread",
-        strategy="backward",
-        check_sortedness=False,  # sorted by start_ns within each thread
-    ).filter(pl.col("span_start").is_not_null() & (pl.col("start_ns") < pl.col("end_ns")))
-    by_launch = frames.device.join(
-        inside.select(pl.col("dst_id").alias("event_id"), "kind").unique("event_id"),
-        on="event_id",
-    ).select("step", "kind", "dur_ns")
-    linked = frames.links.filter(pl.col("kind") == "op->device")["dst_id"].implode()
+    by_launch = pl.DataFrame(schema=schema)
+    op_device = (
+        frames.links.lazy().filter(pl.col("kind") == "op->device").select("src_id", "dst_id")
+    )
+    if not host_spans.is_empty():  # without collective spans no launch is inside one
+        # the launching ops' threads made text after the join: not every op's (issue 32)
+        launched = (
+            op_device.select(pl.col("src_id").alias("event_id"), "dst_id")
+            .join(frames.ops.lazy().select("event_id", "thread", "start_ns"), on="event_id")
+            .with_columns(pl.col("thread").cast(pl.String))
+            .sort("start_ns")
+            .collect()
+        )
+        inside = launched.join_asof(
+            host_spans.sort("start_ns").rename({"start_ns": "span_start"}),
+            left_on="start_ns",
+            right_on="span_start",
+            by="thread",
+            strategy="backward",
+            check_sortedness=False,  # sorted by start_ns within each thread
+        ).filter(pl.col("span_start").is_not_null() & (pl.col("start_ns") < pl.col("end_ns")))
+        by_launch = frames.device.join(
+            inside.select(pl.col("dst_id").alias("event_id"), "kind").unique("event_id"),
+            on="event_id",
+        ).select("step", "kind", "dur_ns")
+    linked = op_device.select("dst_id").collect()["dst_id"].implode()
     name = pl.col("name").cast(pl.String).str.to_lowercase()
-    unlinked = frames.device.filter(
-        ~pl.col("event_id").is_in(linked)
-        & pl.any_horizontal(name.str.starts_with(p) for p in LIBRARY_KERNEL_PREFIXES)
-    ).select("step", pl.lit(UNKNOWN_KIND).alias("kind"), "dur_ns")
+    unlinked = (
+        frames.device.lazy()
+        .filter(~pl.col("event_id").is_in(linked))
+        .filter(pl.any_horizontal(name.str.starts_with(p) for p in LIBRARY_KERNEL_PREFIXES))
+        .select("step", pl.lit(UNKNOWN_KIND).alias("kind"), "dur_ns")
+        .collect()
+    )
     return pl.concat([by_launch, unlinked, _neuron_collectives(loaded)]).with_columns(
         pl.col("step").cast(pl.Int32)
     )
