@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 import matplotlib.pyplot as plt
+import polars as pl
 
 from nprof_report.report.diff.compare import (
     MAX_OP_ROWS,
@@ -23,6 +24,7 @@ from nprof_report.report.diff.compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
+from nprof_report.report.diff.optable import records
 from nprof_report.report.diff.structure import (
     PATH_SERIES,
     PATH_WORDS,
@@ -188,7 +190,8 @@ def _op_table(title: str, ops: list[dict[str, Any]], limit: int, note: str) -> T
     )
 
 
-def _movers_table(ops: list[dict[str, Any]]) -> Table:
+def _movers_table(ops: list[dict[str, Any]], moved: int) -> Table:
+    """The first movers of ``ops`` (the rows shown; ``moved`` of the pair's ops moved)."""
     movers = [o for o in ops if o["moved"]]
     rows = []
     for o in movers[:TOP_MOVERS]:
@@ -220,13 +223,13 @@ def _movers_table(ops: list[dict[str, Any]]) -> Table:
             "share of the step difference",
         ],
         rows,
-        f"{len(movers)} {'op' if len(movers) == 1 else 'ops'} moved beyond the noise"
-        + (f"; the first {TOP_MOVERS} shown" if len(movers) > TOP_MOVERS else "")
+        f"{moved} {'op' if moved == 1 else 'ops'} moved beyond the noise"
+        + (f"; the first {TOP_MOVERS} shown" if moved > TOP_MOVERS else "")
         + ". Medians per step.",
     )
 
 
-def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
+def _only_table(title: str, ops: list[dict[str, Any]], total: int, limit: int) -> Table:
     return Table(
         title,
         ["op (enclosing ops > name)", "calls", "host self (µs)", "device (µs)", "kernels"],
@@ -240,7 +243,7 @@ def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
             ]
             for o in ops[:limit]
         ],
-        f"{len(ops)} in all" + (f"; the first {limit} shown" if len(ops) > limit else ""),
+        f"{total} in all" + (f"; the first {limit} shown" if total > limit else ""),
     )
 
 
@@ -421,6 +424,7 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         f"BASE {pair['base_steps']} steps, NEW {pair['new_steps']} steps.",
     )
     renamed = [o for o in pair["ops"] if o["kernels_changed"]]
+    counts = pair["counts"]
     wf = pair["waterfall"]
     return {
         "anchor": f"pair-{index}",
@@ -446,22 +450,24 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         )
         if wf
         else None,
-        "movers": _movers_table(pair["ops"]),
+        "movers": _movers_table(pair["ops"], counts["moved"]),
         "metrics": metrics,
         "ops": _op_table(
             "Aligned ops (BASE median → NEW median per step)",
             pair["ops"],
             MAX_OP_ROWS,
-            f"{len(pair['ops'])} ops in both runs"
+            f"{counts['aligned']} ops in both runs"
             + (
                 f"; the first {MAX_OP_ROWS} shown (all in the CSV)"
-                if len(pair["ops"]) > MAX_OP_ROWS
+                if counts["aligned"] > MAX_OP_ROWS
                 else ""
             )
             + ".",
         ),
-        "added": _only_table("Only in NEW (added)", pair["added"], MAX_OP_ROWS),
-        "removed": _only_table("Only in BASE (removed)", pair["removed"], MAX_OP_ROWS),
+        "added": _only_table("Only in NEW (added)", pair["added"], counts["added"], MAX_OP_ROWS),
+        "removed": _only_table(
+            "Only in BASE (removed)", pair["removed"], counts["removed"], MAX_OP_ROWS
+        ),
         "renamed": Table(
             "Kernels that changed under an aligned op",
             ["op", "BASE kernels", "NEW kernels"],
@@ -521,7 +527,9 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         steps += [[label, *r] for r in _metric_rows(pair)]
         wf = pair["waterfall"] or {"parts": []}
         parts += [[label, p["part"], p["base_us"], p["new_us"], p["delta_us"]] for p in wf["parts"]]
-        for o in pair["ops"]:
+        sb, sn = pair["base_steps"], pair["new_steps"]
+        aligned = pair["table"].filter(pl.col("status") == "aligned")
+        for o in records(aligned, sb, sn):
             calls = o["calls"]
             row = [label, " > ".join(o["context"]), o["name"], o["kind"]]
             row += [calls["base"], calls["new"], calls["delta"]]
@@ -545,7 +553,8 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                     ";".join(o["kernels_new"]),
                 ]
             )
-        for status, rows in (("added", pair["added"]), ("removed", pair["removed"])):
+        for status in ("added", "removed"):
+            rows = records(pair["table"].filter(pl.col("status") == status), sb, sn)
             only += [
                 [
                     label,

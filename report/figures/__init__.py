@@ -17,7 +17,14 @@ from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
-    from nprof_report.report.figures.diff_profile import COUNT_SERIES, DECLARED, OP_SERIES, PARTS
+    from nprof_report.report.figures.diff_profile import (
+        COUNT_SERIES,
+        DECLARED,
+        OP_SERIES,
+        OP_SERIES_SCHEMA,
+        PARTS,
+        op_series_frame,
+    )
     from nprof_report.report.figures.failures import failure_sentence
     from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
@@ -27,6 +34,7 @@ if TYPE_CHECKING:
         Tagged,
         cut_text,
         json_pieces,
+        round_as_python,
     )
     from nprof_report.report.figures.roofline import PeakOverride, at_largest, roof_pct
     from nprof_report.report.figures.runs import (
@@ -78,6 +86,7 @@ __all__ = [
     "METRIC_WORDS",
     "ONE_STEP",
     "OP_SERIES",
+    "OP_SERIES_SCHEMA",
     "OUTPUT_WRONG",
     "PARTS",
     "SUMMARY_FORMAT",
@@ -123,8 +132,10 @@ __all__ = [
     "json_pieces",
     "metric_figures",
     "named",
+    "op_series_frame",
     "rank_figures",
     "roof_pct",
+    "round_as_python",
     "run_label",
     "run_sentence",
     "summarise",
@@ -162,6 +173,8 @@ _HOME = {
     "NeuronRecord": "summary_types",
     "ONE_STEP": "summary_types",
     "OP_SERIES": "diff_profile",
+    "OP_SERIES_SCHEMA": "diff_profile",
+    "op_series_frame": "diff_profile",
     "PeakOverride": "roofline",
     "PARTS": "diff_profile",
     "RankFigures": "ranks",
@@ -187,6 +200,7 @@ _HOME = {
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "roof_pct": "roofline",
+    "round_as_python": "records",
     "summarise": "runs",
 }
 
