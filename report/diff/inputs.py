@@ -15,19 +15,25 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
+import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.report.diff.tables import Tables, is_reference
 from nprof_report.report.figures import (
+    OP_SERIES_SCHEMA,
     SUMMARY_FORMAT,
     SUMMARY_VERSION,
     RunRecord,
     SideImplementation,
     build_summary,
+    op_series_frame,
 )
 from nprof_report.report.jobs import Engine, analyse_inputs
 
 DIFF_FORMAT = "nprof-diff"
-DIFF_VERSION = 1
+DIFF_VERSION = 2
+DIFF_VERSIONS = (1, 2)
+"""The versions of ``diff.json`` read (1: the op series inline; 2: in Parquet, :mod:`.tables`)."""
 SIDE_FIELDS = tuple(SideImplementation.__annotations__)
 """The implementation fields a side keeps (enough to serve again as a baseline)."""
 # summary.json and diff.json are written with sorted keys: "format" follows "caveats",
@@ -85,12 +91,13 @@ def _keep(impl: Mapping[str, Any]) -> SideImplementation:
 
 def _from_document(path: Path, doc: dict[str, Any]) -> Side:
     fmt = doc["format"]
-    expected = SUMMARY_VERSION if fmt == SUMMARY_FORMAT else DIFF_VERSION
-    if doc.get("format_version") != expected:
+    versions = (SUMMARY_VERSION,) if fmt == SUMMARY_FORMAT else DIFF_VERSIONS
+    version = doc.get("format_version")
+    if version not in versions:
         raise InputError(
             path,
-            f"is {fmt} version {doc.get('format_version')}; this nprof-report reads version "
-            f"{expected}",
+            f"is {fmt} version {version}; this nprof-report reads version "
+            + " and ".join(str(v) for v in versions),
         )
     try:
         if fmt == SUMMARY_FORMAT:
@@ -103,6 +110,7 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
         raise InputError(path, f"is not a complete {fmt} document (missing {exc})") from exc
     if not kept:
         raise InputError(path, "holds no implementation to compare")
+    tables = Tables(path, doc) if fmt == DIFF_FORMAT and version == 2 else None
     for impl in kept:
         profile = impl["diff_profile"]
         if not isinstance(profile, dict) or not {"steps", "step_us", "parts_us", "ops"} <= set(
@@ -113,7 +121,37 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
                 f"implementation {impl['label']!r} has no diff_profile",
                 "it was written by an older nprof-report: build it again from its traces",
             )
+        impl["diff_profile"] = {**profile, "ops": _op_series(path, impl, tables)}
     return Side(path, kind, kept, run, [])
+
+
+def _op_series(path: Path, impl: SideImplementation, tables: Tables | None) -> pl.DataFrame:
+    """An implementation's op series as a frame: from the Parquet table a version 2
+    ``diff.json`` refers to, else from the records a version 1 document holds; one value per
+    step in each (else bad input)."""
+    profile = impl["diff_profile"]
+    ops: Any = profile["ops"]
+    try:
+        if tables is not None and is_reference(ops):
+            frame = tables.rows(ops, impl["label"])
+        else:
+            frame = op_series_frame(ops)
+        frame = frame.select(OP_SERIES_SCHEMA.names()).cast(OP_SERIES_SCHEMA)
+    except (pl.exceptions.PolarsError, TypeError, KeyError, AttributeError) as exc:
+        raise InputError(
+            path, f"implementation {impl['label']!r}: its op series cannot be read ({exc})"
+        ) from exc
+    steps = len(profile["steps"])
+    for name, dtype in OP_SERIES_SCHEMA.items():
+        if isinstance(dtype, pl.List) and name not in ("context", "kernels"):
+            lengths = frame[name].list.len().drop_nulls()
+            if len(lengths) and not (lengths == steps).all():
+                raise InputError(
+                    path,
+                    f"implementation {impl['label']!r}: op series {name} does not hold one "
+                    f"value per step ({steps})",
+                )
+    return frame
 
 
 def load_side(

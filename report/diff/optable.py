@@ -324,9 +324,9 @@ def shown(table: pl.DataFrame, status: str, limit: int) -> pl.DataFrame:
     rows = table.filter(pl.col("status") == status)
     if status != "aligned":
         return rows.head(limit)
-    ranked = rows.with_row_index("_row")
-    renamed = ranked.filter(pl.col("kernels_changed")).head(limit)["_row"]
-    return ranked.filter((pl.col("_row") < limit) | pl.col("_row").is_in(renamed)).drop("_row")
+    keep = np.arange(rows.height) < limit
+    keep[np.flatnonzero(rows["kernels_changed"].fill_null(False).to_numpy())[:limit]] = True
+    return rows.filter(pl.Series(keep))
 
 
 def matching(table: pl.DataFrame, wanted: str) -> pl.DataFrame:

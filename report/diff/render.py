@@ -32,6 +32,7 @@ from nprof_report.report.diff.structure import (
     count_text,
 )
 from nprof_report.report.diff.structure import WORDS as COUNT_WORDS
+from nprof_report.report.diff.tables import split
 from nprof_report.report.figures import json_pieces
 from nprof_report.report.publish import Content, Streamed
 from nprof_report.report.view import CHART_RC, environment, figure_svg, render_pdf
@@ -704,13 +705,14 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
 
 
 def diff_files(doc: dict[str, Any], *, pdf: bool = True) -> dict[str, Content]:
-    """The diff's own files by path relative to the output folder, in the order printed;
-    ``diff.json`` (keys sorted, indented) written a piece at a time as it is made (440 MB for
-    two traces of 100,000 op paths)."""
+    """The diff's own files by path relative to the output folder, in the order printed:
+    ``diff.json`` (keys sorted, indented) and the Parquet tables it lists (:mod:`.tables`)."""
     html = render_html(doc)
     files: dict[str, Content] = {"diff.html": html.encode("utf-8")}
     if pdf:
         files["diff.pdf"] = render_pdf(html)
-    files["diff.json"] = Streamed(lambda: json_pieces(doc))
+    stored, tables = split(doc)
+    files["diff.json"] = Streamed(lambda: json_pieces(stored))
+    files.update(sorted(tables.items()))
     files.update(sorted(csv_tables(doc).items()))
     return files
