@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.report.diff.tables import Tables, is_reference
+from nprof_report.report.diff.tables import Tables, is_reference, profile_steps
 from nprof_report.report.figures import (
     OP_SERIES_SCHEMA,
     SUMMARY_FORMAT,
@@ -28,7 +28,7 @@ from nprof_report.report.figures import (
     build_summary,
     op_series_frame,
 )
-from nprof_report.report.jobs import Engine, analyse_inputs
+from nprof_report.report.jobs import Engine, analyse_inputs, side_job
 
 DIFF_FORMAT = "nprof-diff"
 DIFF_VERSION = 2
@@ -121,8 +121,28 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
                 f"implementation {impl['label']!r} has no diff_profile",
                 "it was written by an older nprof-report: build it again from its traces",
             )
-        impl["diff_profile"] = {**profile, "ops": _op_series(path, impl, tables)}
+        if tables is not None:
+            _steps_from(path, impl, tables)
+        impl["diff_profile"] = {**impl["diff_profile"], "ops": _op_series(path, impl, tables)}
     return Side(path, kind, kept, run, [])
+
+
+def _steps_from(path: Path, impl: SideImplementation, tables: Tables) -> None:
+    """Put the per-step rows and lists that a version 2 ``diff.json`` keeps in Parquet back
+    where they were."""
+    label = impl["label"]
+    try:
+        steps: Any = impl["steps"]
+        if is_reference(steps):
+            impl["steps"] = cast(Any, tables.rows(steps, label).to_dicts())
+        profile: Any = impl["diff_profile"]
+        if is_reference(profile["steps"]):
+            parts = tables.rows(profile["steps"], label)
+            impl["diff_profile"] = cast(Any, {**profile, **profile_steps(parts)})
+    except (pl.exceptions.PolarsError, TypeError, KeyError) as exc:
+        raise InputError(
+            path, f"implementation {label!r}: its steps cannot be read ({exc})"
+        ) from exc
 
 
 def _op_series(path: Path, impl: SideImplementation, tables: Tables | None) -> pl.DataFrame:
@@ -170,7 +190,7 @@ def load_side(
     # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
     # (labelled ``naive @ 64×4096``), so each size is compared with its own
     engine = Engine(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
-    a = analyse_inputs([path], engine, what="compare", sized=True)
+    a = analyse_inputs([path], engine, what="compare", sized=True, job=side_job)
     summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,

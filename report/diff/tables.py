@@ -8,10 +8,15 @@ and moves the rest to Parquet files under ``data/``:
 * ``data/diff_ops.parquet``: every op of every pair (aligned, added, removed) with its
   differences or medians (:data:`~.optable.TABLE_SCHEMA`), ``implementation`` the pair's label;
 * ``data/base_op_series.parquet``, ``data/new_op_series.parquet``: each side's op series
-  (``OP_SERIES_SCHEMA``), ``implementation`` the implementation's label.
+  (``OP_SERIES_SCHEMA``), ``implementation`` the implementation's label;
+* ``data/base_steps.parquet``, ``data/new_steps.parquet``: each side's per-step rows (an
+  implementation's ``steps``); ``data/base_step_parts.parquet``, ``data/new_step_parts.parquet``:
+  its ``diff_profile``'s per-step lists (``step``, ``step_us``, a column per part). A trace of
+  7,284 steps put 10 MB of them in version 1's JSON.
 
 Where a value moved, the document holds a reference, ``{"table": NAME, "rows": N}``: a pair's
-``table``, a side implementation's ``diff_profile.ops``. ``tables[]`` lists each file: name,
+``table``; a side implementation's ``steps``, and its ``diff_profile``'s ``ops``, and ``steps``,
+``step_us`` and ``parts_us`` (all three the same table). ``tables[]`` lists each file: name,
 path (relative to ``diff.json``), rows, bytes, sha256 and columns. Reading a table back checks
 its sha256 and its rows: a missing or damaged file is bad input (exit 2), named.
 """
@@ -50,8 +55,33 @@ def _indexed(parts: list[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
     """The frames one after the other, each row with its label in :data:`INDEX` first."""
     return pl.concat(
         [f.select(pl.lit(label, dtype=pl.String).alias(INDEX), pl.all()) for label, f in parts],
-        how="vertical",
+        how="diagonal_relaxed",
     )
+
+
+STEP = "step"
+STEP_US = "step_us"
+
+
+def step_parts(profile: Mapping[str, Any]) -> pl.DataFrame:
+    """A ``diff_profile``'s per-step lists as a frame: ``step``, ``step_us``, one column per
+    part of ``parts_us``."""
+    return pl.DataFrame(
+        {
+            STEP: pl.Series(profile["steps"], dtype=pl.Int64),
+            STEP_US: pl.Series(profile["step_us"], dtype=pl.Float64),
+            **{p: pl.Series(v, dtype=pl.Float64) for p, v in profile["parts_us"].items()},
+        }
+    )
+
+
+def profile_steps(frame: pl.DataFrame) -> dict[str, Any]:
+    """:func:`step_parts` back: ``steps``, ``step_us`` and ``parts_us`` as lists."""
+    return {
+        "steps": frame[STEP].to_list(),
+        "step_us": frame[STEP_US].to_list(),
+        "parts_us": {c: frame[c].to_list() for c in frame.columns if c not in (STEP, STEP_US)},
+    }
 
 
 def parquet(name: str, parts: list[tuple[str, pl.DataFrame]]) -> tuple[dict[str, Any], bytes]:
@@ -137,27 +167,34 @@ def split(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     pairs = []
     for pair in doc["pairs"]:
         structure = pair["structure"]
-        kept = {**structure, "paths": structure["paths"][:MAX_PATHS_KEPT]}
+        cut = {**structure, "paths": structure["paths"][:MAX_PATHS_KEPT]}
         pairs.append(
-            {**pair, "structure": kept, "table": reference("diff_ops", pair["table"].height)}
+            {**pair, "structure": cut, "table": reference("diff_ops", pair["table"].height)}
         )
     add("diff_ops", [(p["label"], p["table"]) for p in doc["pairs"]])
     sides = {}
     for key, side in doc["sides"].items():
-        name = f"{key}_op_series"
         impls = side["implementations"]
-        add(name, [(i["label"], i["diff_profile"]["ops"]) for i in impls])
-        sides[key] = {
-            **side,
-            "implementations": [
+        names = {t: f"{key}_{t}" for t in ("steps", "step_parts", "op_series")}
+        add(names["steps"], [(i["label"], pl.DataFrame(i["steps"])) for i in impls])
+        add(names["step_parts"], [(i["label"], step_parts(i["diff_profile"])) for i in impls])
+        add(names["op_series"], [(i["label"], i["diff_profile"]["ops"]) for i in impls])
+        kept: list[dict[str, Any]] = []
+        for i in impls:
+            profile = i["diff_profile"]
+            parts = reference(names["step_parts"], len(profile["steps"]))
+            kept.append(
                 {
                     **i,
+                    "steps": reference(names["steps"], len(i["steps"])),
                     "diff_profile": {
-                        **i["diff_profile"],
-                        "ops": reference(name, i["diff_profile"]["ops"].height),
+                        **profile,
+                        "steps": parts,
+                        "step_us": parts,
+                        "parts_us": parts,
+                        "ops": reference(names["op_series"], profile["ops"].height),
                     },
                 }
-                for i in impls
-            ],
-        }
+            )
+        sides[key] = {**side, "implementations": kept}
     return {**doc, "pairs": pairs, "sides": sides, "tables": listing}, files
