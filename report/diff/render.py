@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -24,7 +25,7 @@ from nprof_report.report.diff.compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
-from nprof_report.report.diff.optable import records
+from nprof_report.report.diff.optable import CHUNK, records
 from nprof_report.report.diff.structure import (
     PATH_SERIES,
     PATH_WORDS,
@@ -509,9 +510,82 @@ def _csv(columns: list[str], rows: list[list[Any]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
-    """Every row of the comparison as CSV, by file name."""
-    steps, parts, ops, only, work = [], [], [], [], []
+def _op_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
+    """A row of ``tables/diff_ops.csv`` per aligned op of every pair."""
+    for pair in doc["pairs"]:
+        aligned = pair["table"].filter(pl.col("status") == "aligned")
+        for o in records(aligned, pair["base_steps"], pair["new_steps"]):
+            calls = o["calls"]
+            row = [pair["label"], " > ".join(o["context"]), o["name"], o["kind"]]
+            row += [calls["base"], calls["new"], calls["delta"]]
+            for s in SERIES_WORDS:
+                rec = o[s] or {}
+                row += [
+                    rec.get("base_us"),
+                    rec.get("new_us"),
+                    rec.get("delta_us"),
+                    rec.get("low_us"),
+                    rec.get("high_us"),
+                    rec.get("exceeds_noise"),
+                ]
+            yield [
+                *row,
+                o["impact_metric"],
+                o["impact_us"],
+                o["moved"],
+                ";".join(o["kernels_base"]),
+                ";".join(o["kernels_new"]),
+            ]
+
+
+def _only_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
+    """A row of ``tables/diff_added_removed.csv`` per added or removed op of every pair."""
+    for pair in doc["pairs"]:
+        for status in ("added", "removed"):
+            rows = pair["table"].filter(pl.col("status") == status)
+            for o in records(rows, pair["base_steps"], pair["new_steps"]):
+                yield [
+                    pair["label"],
+                    status,
+                    " > ".join(o["context"]),
+                    o["name"],
+                    o["kind"],
+                    o["calls"],
+                    o["host_self_us"],
+                    o["host_total_us"],
+                    o["device_self_us"],
+                    o["device_total_us"],
+                    ";".join(o["kernels"]),
+                ]
+
+
+def _csv_streamed(columns: list[str], rows: Callable[[], Iterator[list[Any]]]) -> Streamed:
+    """A CSV written a chunk of rows at a time, as its rows are made (an aligned op's record
+    is made for its row, and let go)."""
+
+    def pieces() -> Iterator[bytes]:
+        yield _csv(columns, [])
+        chunk: list[list[Any]] = []
+        for row in rows():
+            chunk.append(row)
+            if len(chunk) == CHUNK:
+                yield _csv_rows(chunk)
+                chunk = []
+        yield _csv_rows(chunk)
+
+    return Streamed(pieces)
+
+
+def _csv_rows(rows: list[list[Any]]) -> bytes:
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def csv_tables(doc: dict[str, Any]) -> dict[str, Content]:
+    """Every row of the comparison as CSV, by file name (the op tables' written as their rows
+    are made)."""
+    steps, parts, work = [], [], []
     for pair in doc["pairs"]:
         label = pair["label"]
         structure = pair.get("structure") or {"metrics": {}, "paths": []}
@@ -528,57 +602,13 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         steps += [[label, *r] for r in _metric_rows(pair)]
         wf = pair["waterfall"] or {"parts": []}
         parts += [[label, p["part"], p["base_us"], p["new_us"], p["delta_us"]] for p in wf["parts"]]
-        sb, sn = pair["base_steps"], pair["new_steps"]
-        aligned = pair["table"].filter(pl.col("status") == "aligned")
-        for o in records(aligned, sb, sn):
-            calls = o["calls"]
-            row = [label, " > ".join(o["context"]), o["name"], o["kind"]]
-            row += [calls["base"], calls["new"], calls["delta"]]
-            for s in SERIES_WORDS:
-                rec = o[s] or {}
-                row += [
-                    rec.get("base_us"),
-                    rec.get("new_us"),
-                    rec.get("delta_us"),
-                    rec.get("low_us"),
-                    rec.get("high_us"),
-                    rec.get("exceeds_noise"),
-                ]
-            ops.append(
-                [
-                    *row,
-                    o["impact_metric"],
-                    o["impact_us"],
-                    o["moved"],
-                    ";".join(o["kernels_base"]),
-                    ";".join(o["kernels_new"]),
-                ]
-            )
-        for status in ("added", "removed"):
-            rows = records(pair["table"].filter(pl.col("status") == status), sb, sn)
-            only += [
-                [
-                    label,
-                    status,
-                    " > ".join(o["context"]),
-                    o["name"],
-                    o["kind"],
-                    o["calls"],
-                    o["host_self_us"],
-                    o["host_total_us"],
-                    o["device_self_us"],
-                    o["device_total_us"],
-                    ";".join(o["kernels"]),
-                ]
-                for o in rows
-            ]
     # e.g. host_self_us_base: the series' key, then the record's field without its unit
     op_cols = ["calls_base", "calls_new", "calls_delta"] + [
         f"{s}_{k}"
         for s in SERIES_WORDS
         for k in ("base", "new", "delta", "low", "high", "exceeds_noise")
     ]
-    files = {
+    files: dict[str, Content] = {
         "tables/diff_steps.csv": _csv(
             [
                 "implementation",
@@ -596,7 +626,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         "tables/diff_waterfall.csv": _csv(
             ["implementation", "part", "base_us", "new_us", "delta_us"], parts
         ),
-        "tables/diff_ops.csv": _csv(
+        "tables/diff_ops.csv": _csv_streamed(
             [
                 "implementation",
                 "context",
@@ -609,9 +639,9 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 "kernels_base",
                 "kernels_new",
             ],
-            ops,
+            lambda: _op_rows(doc),
         ),
-        "tables/diff_added_removed.csv": _csv(
+        "tables/diff_added_removed.csv": _csv_streamed(
             [
                 "implementation",
                 "status",
@@ -625,7 +655,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 "device_total_us",
                 "kernels",
             ],
-            only,
+            lambda: _only_rows(doc),
         ),
     }
     files["tables/diff_structure.csv"] = _csv(
