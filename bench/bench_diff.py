@@ -43,6 +43,15 @@ def _cases(args: argparse.Namespace) -> list[tuple[str, str, list[str]]]:
             cases.append(
                 (f"diff {trace.name} itself", t, ["diff", t, t, "--out", "{out}", "--no-cache"])
             )
+    if args.big is not None and args.copy is not None:
+        b, c = str(args.big), str(args.copy)
+        cases.append(
+            (
+                f"diff {args.big.name} {args.copy.name}",
+                b,
+                ["diff", b, c, "--out", "{out}", "--no-cache"],
+            )
+        )
     if args.check is not None:
         t = str(args.check)
         cases.append((f"ops {args.check.name}", t, ["ops", t, "--format", "json", "--no-cache"]))
@@ -58,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", type=Path, help="the 530 MB trace (make_large_trace.py)")
     ap.add_argument("--many", type=Path, help="the 100,000-path trace (make_name_trace.py)")
     ap.add_argument("--check", type=Path, help="a trace to check against itself x3")
+    ap.add_argument(
+        "--copy",
+        type=Path,
+        help="a copy of --big under another path: diff of the two (each side read on its own)",
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--against", help="another checkout's nprof-report executable")
     ap.add_argument("--work", type=Path, help="where the diffs are written (default: a temp dir)")

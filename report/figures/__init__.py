@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import (
         TEXT_CHARS,
-        Listed,
         Tagged,
         cut_text,
         json_pieces,
@@ -103,7 +102,6 @@ __all__ = [
     "Finding",
     "ImplementationAnalysis",
     "ImplementationRecord",
-    "Listed",
     "Member",
     "Metric",
     "NeuronRecord",
@@ -168,7 +166,6 @@ _HOME = {
     "Finding": "summary_types",
     "ImplementationAnalysis": "analyses",
     "ImplementationRecord": "summary_types",
-    "Listed": "records",
     "Metric": "summary_types",
     "NeuronRecord": "summary_types",
     "ONE_STEP": "summary_types",

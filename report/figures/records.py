@@ -119,18 +119,6 @@ class Rows(Records[dict[str, Any]]):
         return self._frame.slice(start, stop - start).to_dicts()
 
 
-class Listed(Records[T]):
-    """A list, as a :class:`Records`: :func:`json_pieces` writes it a chunk at a time instead of
-    as one piece of text (a diff's 100,000 aligned ops are 440 MB of JSON)."""
-
-    def __init__(self, items: list[T]) -> None:
-        super().__init__(len(items))
-        self._items = items
-
-    def make(self, start: int, stop: int) -> list[T]:
-        return self._items[start:stop]
-
-
 class Tagged(Records[dict[str, Any]]):
     """The records of several sequences one after the other, each record with ``key`` set to
     its sequence's tag first (every rank's key_averages rows, each with its rank)."""
