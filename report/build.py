@@ -19,6 +19,7 @@ from nprof_report.report.figures import (
     PeakOverride,
     Summary,
     json_pieces,
+    store_summary,
     summarise,
 )
 from nprof_report.report.jobs import Engine, analyse_inputs
@@ -29,6 +30,7 @@ from nprof_report.report.view import (
     build_model,
     render_html,
     start_pdf,
+    starts_early,
 )
 from nprof_report.report.view import prestart as prestart_pdf
 from nprof_report.runtime import collector_paused
@@ -71,7 +73,9 @@ def build_report(
     """
     if not paths:
         paths = [newest_run(DEFAULT_RUNS)]
-    prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
+    early = starts_early(paths)
+    if early:
+        prestart_pdf()  # WeasyPrint readies itself on the other core while the traces are analysed
     engine = Engine(
         jobs=jobs,
         use_cache=use_cache,
@@ -83,6 +87,8 @@ def build_report(
     # ops, hardly any in a cycle: the collector took 1.5-2 s of 9 s walking them
     with collector_paused():
         resolved, summary = summarise_inputs(paths, engine, peaks, allow_mixed=allow_mixed)
+        if not early:
+            prestart_pdf()  # now that the frames are let go: not on top of the parse's peak
         model = build_model(summary)
         html = render_html(model)
     pdf = start_pdf(html)
@@ -154,18 +160,21 @@ def _csv_cell_pieces(text: str) -> Iterator[bytes]:
         yield b'"'
 
 
-def _data_files(summary: Summary, tables: list[Table]) -> dict[str, Streamed]:
-    """``summary.json`` and the CSV tables, by path relative to the output folder, each written
-    a piece at a time as it is made (the summary's long lists are columns until then:
-    :mod:`.records`)."""
-    files = {"summary.json": Streamed(lambda: json_pieces(summary, text_limit=TEXT_CHARS))}
+def _data_files(summary: Summary, tables: list[Table]) -> dict[str, Content]:
+    """``summary.json``, its Parquet tables and the CSV tables, by path relative to the output
+    folder; the document and the CSVs written a piece at a time as they are made."""
+    document, bulk = store_summary(summary)
+    files: dict[str, Content] = {
+        "summary.json": Streamed(lambda: json_pieces(document, text_limit=TEXT_CHARS)),
+        **bulk,
+    }
     for table in sorted(tables, key=lambda t: t.csv):
         files[f"tables/{table.csv}"] = Streamed(partial(_csv_pieces, table))
     return files
 
 
 def _report_files(
-    html: str, pdf: bytes | Callable[[], bytes], data: dict[str, Streamed]
+    html: str, pdf: bytes | Callable[[], bytes], data: dict[str, Content]
 ) -> dict[str, Content]:
     """The report's own files, by path relative to the output folder, in the order printed
     (``pdf``: the PDF, or what waits for it)."""

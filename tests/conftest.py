@@ -28,6 +28,17 @@ PUBLIC_TRACES = {
     "cuda2023": PUBLIC / "kineto-cuda-simple-add-benchmark.json",
 }
 
+SUMMARY_INPUTS = {
+    "public-cuda-rocm": [PUBLIC_TRACES["rocm"], PUBLIC_TRACES["triton"], PUBLIC_TRACES["cuda2023"]],
+    "public-two-ranks": [
+        PUBLIC / "kineto-cuda-2rank-sampled-rank0.json.gz",
+        PUBLIC / "kineto-cuda-2rank-sampled-rank1.json.gz",
+    ],
+    "neuron": [NEURON / "device_exec", NEURON / "eager_naive", NEURON / "fused"],
+}
+"""Inputs whose summaries cover every kind of record: several implementations on CUDA and
+ROCm, two ranks of one job, Neuron trees (CONSTRUCTED)."""
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _inductor_cache(tmp_path_factory: pytest.TempPathFactory) -> None:

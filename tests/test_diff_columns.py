@@ -154,7 +154,7 @@ def test_diff_json_version_2_is_small_and_its_parquet_holds_every_op(tmp_path: P
         "kernels_changed": 0,
     }
     assert len(pair["ops"]) == 40 and len(pair["removed"]) == 10
-    assert pair["table"] == {"table": "diff_ops", "rows": 20_000}
+    assert pair["table"] == {"table": "ops", "rows": 20_000}
     record = json.loads((out / ".nprof-diff.json").read_text())["files"]
     for entry in stored["tables"]:
         data = (out / entry["path"]).read_bytes()
@@ -162,15 +162,18 @@ def test_diff_json_version_2_is_small_and_its_parquet_holds_every_op(tmp_path: P
         assert len(data) == entry["bytes"]
         frame = pl.read_parquet(out / entry["path"])
         assert frame.height == entry["rows"] and frame.columns == entry["columns"]
-        assert frame.columns[0] == "implementation"
+        assert frame.columns[:2] == ["scope", "implementation"]
     ops = pl.read_parquet(out / "data" / "diff_ops.parquet")
     assert ops["status"].value_counts().sort("status").rows() == [
         ("aligned", 19_990),
         ("removed", 10),
     ]
     assert ops.filter(pl.col("status") == "aligned")["calls_delta"].to_list() == [0.0] * 19_990
-    series = {t["name"]: t["rows"] for t in stored["tables"]}
-    assert series["base_op_series"] == 20_000 and series["new_op_series"] == 19_990
+    series = pl.read_parquet(out / "data" / "diff_op_series.parquet")["scope"].value_counts()
+    assert sorted(series.rows()) == [
+        ("sides.base.implementations", 20_000),
+        ("sides.new.implementations", 19_990),
+    ]
     # the CSV still holds every aligned op
     assert (out / "tables" / "diff_ops.csv").read_text().count("\n") == 19_991
     _same_sides(load_side(out / "diff.json"), load_side(new))
@@ -180,7 +183,7 @@ def test_a_missing_or_damaged_table_of_a_baseline_is_bad_input(tmp_path: Path) -
     base = write_trace(tmp_path / "base.json", model(), seed=1)
     out = tmp_path / "out"
     assert _cli("diff", base, base, "--out", out).returncode == 0
-    table = out / "data" / "new_op_series.parquet"
+    table = out / "data" / "diff_op_series.parquet"
     data = bytearray(table.read_bytes())
     assert _cli("check", base, "--baseline", out / "diff.json").returncode == 0
     data[len(data) // 2] ^= 0xFF
@@ -188,7 +191,7 @@ def test_a_missing_or_damaged_table_of_a_baseline_is_bad_input(tmp_path: Path) -
     damaged = _cli("check", base, "--baseline", out / "diff.json")
     assert damaged.returncode == 2
     assert damaged.stderr.splitlines() == [
-        f"nprof-report: error: {table}: is damaged: its sha256 is not the one diff.json lists"
+        f"nprof-report: error: {table}: is not the file diff.json lists (its sha256 differs)"
     ]
     table.unlink()
     missing = _cli("check", base, "--baseline", out / "diff.json")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from nprof_report.report.diff.command import check_regression, compare
+from nprof_report.report.figures import json_pieces, read_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "bench" / "gate_study.py"
@@ -144,13 +145,13 @@ def test_stored_summaries_are_baselines(runs: dict[str, Any], tmp_path: Path) ->
     assert all(f.endswith("exceeds the 5 % allowed") for f in gate.failures if f not in structural)
     from_capture = compare(runs["bases"][0], runs["extra"])["pairs"][0]["structure"]
     assert compare(stored, runs["extra"])["pairs"][0]["structure"] == from_capture
-    summary = json.loads(stored.read_text())
+    # as version 1 wrote it: every list inline, and (before issue 29) no per-op counts
+    summary: Any = {**read_summary(stored), "format_version": 1}
     for impl in summary["implementations"]:
-        for op in impl["diff_profile"]["ops"]:
-            for key in ("runtime_calls", "device_activities", "order"):
-                del op[key]
+        ops = impl["diff_profile"]["ops"].drop("runtime_calls", "device_activities", "order")
+        impl["diff_profile"] = {**impl["diff_profile"], "ops": ops.to_dicts()}
     old = tmp_path / "old-summary.json"
-    old.write_text(json.dumps(summary))
+    old.write_bytes(b"".join(json_pieces(summary)))
     gate = check_regression(runs["extra"], [old], max_regression_pct=5.0, metrics=None, ops=[])
     assert len(gate.failures) == 1 and "framework ops per step 17 instead of 7" in gate.failures[0]
     assert "aten::mul" in gate.failures[0]

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 from nprof_report.cli import cli
 from nprof_report.parse.read import stream
 from nprof_report.parse.read.stream import read_trace_stream
-from nprof_report.report.figures import TEXT_CHARS, cut_text
+from nprof_report.report.figures import TEXT_CHARS, cut_text, read_summary
 from nprof_report.report.figures.records import FrameRecords, cut_column, json_pieces
 
 _BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -107,12 +107,16 @@ def test_names_whole_in_ops_and_csv_cut_in_the_report(tmp_path: Path, base: dict
     assert len(cut) == TEXT_CHARS
     digest = hashlib.sha256(whole.encode()).hexdigest()
     assert cut.endswith(f"… [{len(whole):,} characters, sha256 {digest}]")
-    summary = (out / "summary.json").read_text()
-    assert whole not in summary
-    impl = json.loads(summary)["implementations"][0]
+    assert whole not in (out / "summary.json").read_text()
+    for table in (out / "data").glob("*.parquet"):  # its tables cut texts as it does
+        frame = pl.read_parquet(table)
+        texts = [frame[c] for c, t in frame.schema.items() if t == pl.String]
+        texts += [frame[c].explode() for c, t in frame.schema.items() if t == pl.List(pl.String)]
+        assert all((t.str.len_chars().max() or 0) <= TEXT_CHARS for t in texts), table
+    impl = read_summary(out / "summary.json")["implementations"][0]
     assert cut in {r["name"] for r in impl["key_averages"]}
     assert cut in {r["name"] for r in impl["top_ops"]}
-    assert cut in {r["name"] for r in impl["diff_profile"]["ops"]}
+    assert cut in set(impl["diff_profile"]["ops"]["name"].to_list())
     html = (out / "report.html").read_text()
     assert whole not in html and digest in html  # the shortened cell's tooltip: the cut name
     tables = {p.name: p.read_text() for p in (out / "tables").glob("*.csv")}

@@ -9,7 +9,6 @@ tests/neuron_standin.py, whose profiles are the CONSTRUCTED trees of fixtures/ne
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 import tinyhtml5
 
 from nprof_report.cli import main
+from nprof_report.report.figures import read_summary
 from tests.conftest import NEURON
 from tests.summary_shape import assert_conforms
 from tests.test_report_golden import _check_numbers
@@ -123,7 +123,7 @@ def _build(paths: list[Path], out: Path, **kw: Any) -> dict[str, Any]:
     from nprof_report.report.build import build_report
 
     build_report(paths, out=out, **kw)
-    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    summary: dict[str, Any] = read_summary(out / "summary.json")
     assert_conforms(summary)
     return summary
 
@@ -479,7 +479,7 @@ def test_constructed_trees_say_so_at_the_top_of_page_one(tmp_path: Path) -> None
 @pytest.mark.capture
 @pytest.mark.pdf
 def test_a_cpu_run_says_what_the_split_means_there(cpu_report: Path) -> None:
-    summary = json.loads((cpu_report / "summary.json").read_text())
+    summary = read_summary(cpu_report / "summary.json")
     assert all(i["headline"]["bound_by"] is None for i in summary["implementations"])
     page = _page_one(cpu_report)
     assert (

@@ -61,7 +61,8 @@ def test_out_dot_keeps_everything_else(tmp_path: Path, monkeypatch: pytest.Monke
     written = set(after) - set(before)
     assert written >= REPORT_FILES
     assert all(
-        w in REPORT_FILES or w == REPORT_RECORD or w.startswith("tables/") for w in written
+        w in REPORT_FILES or w == REPORT_RECORD or w.startswith(("tables/", "data/"))
+        for w in written
     ), written
 
 

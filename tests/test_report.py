@@ -13,6 +13,7 @@ import pytest
 import tinyhtml5
 
 from nprof_report.report.build import build_report
+from nprof_report.report.figures import read_summary
 from nprof_report.report.view.model import build_model
 from nprof_report.textout import format_time_us
 from tests.conftest import PUBLIC_TRACES
@@ -22,7 +23,7 @@ HTML_NS = "{http://www.w3.org/1999/xhtml}"
 
 
 def _summary(report: Path) -> dict[str, Any]:
-    return json.loads((report / "summary.json").read_text())
+    return read_summary(report / "summary.json")
 
 
 def _tables(html: str) -> list[Any]:
@@ -32,7 +33,7 @@ def _tables(html: str) -> list[Any]:
 @pytest.mark.capture
 def test_summary_holds_every_headline_figure(cpu_report: Path) -> None:
     summary = _summary(cpu_report)
-    assert summary["format"] == "nprof-summary" and summary["format_version"] == 1
+    assert summary["format"] == "nprof-summary" and summary["format_version"] == 2
     labels = [i["label"] for i in summary["implementations"]]
     assert labels == ["naive", "fused", "compiled"]
     naive, fused, compiled = summary["implementations"]
@@ -194,7 +195,7 @@ def test_failed_build_keeps_previous_report(
 @pytest.mark.pdf
 def test_public_traces_side_by_side(tmp_path: Path) -> None:
     paths = build_report([PUBLIC_TRACES["rocm"], PUBLIC_TRACES["triton"]], out=tmp_path / "o")
-    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    summary = read_summary(tmp_path / "o" / "summary.json")
     assert [i["label"] for i in summary["implementations"]] == [
         "kineto-rocm-mi250-minitoy-train",
         "kineto-cuda-triton-compiled-example",

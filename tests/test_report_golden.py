@@ -8,7 +8,6 @@ reviewed change.
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import os
 import re
@@ -19,6 +18,7 @@ import pytest
 import tinyhtml5
 
 from nprof_report.report.build import build_report
+from nprof_report.report.figures import read_summary
 from tests.conftest import NEURON, NEURON_TREES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def _found(value: float, numbers: list[float], text: str) -> bool:
 
 
 def _check_numbers(report: Path) -> int:
-    summary = json.loads((report / "summary.json").read_text())
+    summary = read_summary(report / "summary.json")
     numbers = sorted({abs(x) for x in _summary_numbers(summary, [])})
     cells = _cell_values((report / "report.html").read_text())
     missing = [text for text, v in cells if not _found(v, numbers, text)]
@@ -145,7 +145,7 @@ def test_neuron_report_reads_as_a_write_up(neuron_report: Path) -> None:
 
 def test_neuron_report_figures_equal_what_the_fixtures_were_built_with(neuron_report: Path) -> None:
     expected = NEURON_TREES
-    summary = json.loads((neuron_report / "summary.json").read_text())
+    summary = read_summary(neuron_report / "summary.json")
     for impl, tree in zip(summary["implementations"], ("eager_naive", "fused", "compiled")):
         want = expected[tree]
         assert impl["label"] == tree

@@ -24,6 +24,7 @@ from nprof_report.capture.rmsnorm import STUDY as RMSNORM
 from nprof_report.capture.study import Implementation, Study, StudyError
 from nprof_report.errors import InputError
 from nprof_report.report.build import build_report, summarise_inputs
+from nprof_report.report.figures import read_summary
 from nprof_report.report.figures.peaks import gpu_peak, neuron_peak
 from nprof_report.report.figures.roofline import NO_WORK, PeakOverride
 from nprof_report.report.jobs import Engine
@@ -63,7 +64,7 @@ def test_a_cpu_sweep_has_a_roofline_record_per_implementation_and_size(
     measured = manifest.hardware["measured"]
     assert measured["bandwidth_gbps"] > 0 and "triad" in measured["bandwidth_method"]
     assert measured["gflops"] > 0 and "matmul" in measured["gflops_method"]
-    summary = json.loads((sweep_report / "summary.json").read_text())
+    summary = read_summary(sweep_report / "summary.json")
     assert_conforms(summary)
     records = {(r["label"], tuple(r["size"])): r for r in summary["roofline"]}
     timed = {(i.name, tuple(i.size or ())): i for i in manifest.implementations}
@@ -136,7 +137,7 @@ def test_without_declared_work_there_is_no_roofline_and_the_report_says_why(
             for s in SIZES
         ]
         (sweep_run / "manifest.json").write_text(json.dumps(manifest))
-    summary = json.loads((out / "summary.json").read_text())
+    summary = read_summary(out / "summary.json")
     assert summary["roofline"] == [] and summary["roofline_basis"]["note"] == NO_WORK
     html = (out / "report.html").read_text()
     assert "declares no bytes_moved or flops" in html and 'alt="Roofline"' not in html
@@ -367,7 +368,7 @@ def test_build_takes_peak_overrides_on_the_command_line(sweep_run: Path, tmp_pat
         cli, ["build", str(sweep_run), "--out", str(out), "--peak-gflops", "50"]
     )
     assert result.exit_code == 0, result.output
-    basis = json.loads((out / "summary.json").read_text())["roofline_basis"]
+    basis = read_summary(out / "summary.json")["roofline_basis"]
     assert basis["peak_gflops"] == 50 and "--peak-gflops 50 (command line)" in basis["peak_source"]
     refused = CliRunner().invoke(cli, ["build", str(sweep_run), "--peak-gbps", "0"])
     assert refused.exit_code == 2 and "--peak-gbps" in refused.output

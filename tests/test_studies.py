@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from nprof_report.bundle import read_manifest
 from nprof_report.cli import cli, main
+from nprof_report.report.figures import read_summary
 from tests.summary_shape import assert_conforms
 
 SMALL = ((4, 64), (16, 256))
@@ -252,7 +253,7 @@ def test_report_flags_the_wrong_implementation_on_page_one(wrong_run: Path, tmp_
 
     out = tmp_path / "report"
     build_report([wrong_run], out=out)
-    summary = json.loads((out / "summary.json").read_text())
+    summary = read_summary(out / "summary.json")
     mismatch = [f for f in summary["findings"] if f["rule"] == "numerical-mismatch"]
     assert [f["severity"] for f in mismatch] == ["high"]
     assert mismatch[0]["title"].startswith("wrong's output differs from builtin's")
@@ -296,7 +297,7 @@ def test_template_study_runs_end_to_end_at_two_sizes(tmp_path: Path) -> None:
     ]
     assert {i.check.status for i in manifest.implementations if i.check} == {"reference", "pass"}
     build_report([run], out=tmp_path / "report")
-    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    summary = read_summary(tmp_path / "report" / "summary.json")
     sweep = summary["sweep"]
     assert sweep["sizes"] == [list(s) for s in SMALL]
     assert [s["label"] for s in sweep["series"]] == ["eager", "builtin", "compiled"]
@@ -438,7 +439,7 @@ def test_manifests_of_format_minor_0_and_of_a_newer_minor_are_read(tmp_path: Pat
 
 @pytest.mark.capture
 def test_rmsnorm_default_checks_numerics_and_says_so(cpu_report: Path) -> None:
-    summary = json.loads((cpu_report / "summary.json").read_text())
+    summary = read_summary(cpu_report / "summary.json")
     assert "sweep" not in summary  # one size: the report as before
     checks = {c["label"]: c["status"] for c in summary["numerical_check"]}
     assert checks == {"naive": "reference", "fused": "pass", "compiled": "pass"}

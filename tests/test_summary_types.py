@@ -18,7 +18,7 @@ from nprof_report.report.figures.analyses import STEP_COLUMNS
 from nprof_report.report.jobs import Engine
 from nprof_report.report.view import columns
 from nprof_report.report.view.tables import Col
-from tests.conftest import NEURON, PUBLIC, PUBLIC_TRACES
+from tests.conftest import SUMMARY_INPUTS
 from tests.summary_shape import assert_conforms, problems
 
 
@@ -30,18 +30,7 @@ def _us(name: str) -> str:
     return name[:-3] + "_us" if name.endswith("_ns") else name
 
 
-@pytest.mark.parametrize(
-    "inputs",
-    [
-        [PUBLIC_TRACES["rocm"], PUBLIC_TRACES["triton"], PUBLIC_TRACES["cuda2023"]],
-        [
-            PUBLIC / "kineto-cuda-2rank-sampled-rank0.json.gz",
-            PUBLIC / "kineto-cuda-2rank-sampled-rank1.json.gz",
-        ],
-        [NEURON / "device_exec", NEURON / "eager_naive", NEURON / "fused"],
-    ],
-    ids=["public-cuda-rocm", "public-two-ranks", "neuron"],
-)
+@pytest.mark.parametrize("inputs", SUMMARY_INPUTS.values(), ids=SUMMARY_INPUTS.keys())
 def test_summaries_have_exactly_the_declared_keys_and_types(inputs: list[Path]) -> None:
     _, summary = summarise_inputs(inputs, Engine(jobs=1))
     assert_conforms(summary)

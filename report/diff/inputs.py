@@ -18,7 +18,7 @@ import orjson
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.report.diff.tables import Tables, is_reference, profile_steps
+from nprof_report.report.diff.tables import restore_new_side
 from nprof_report.report.figures import (
     OP_SERIES_SCHEMA,
     SUMMARY_FORMAT,
@@ -27,13 +27,12 @@ from nprof_report.report.figures import (
     SideImplementation,
     build_summary,
     op_series_frame,
+    restore_summary,
 )
 from nprof_report.report.jobs import Engine, analyse_inputs, side_job
 
 DIFF_FORMAT = "nprof-diff"
 DIFF_VERSION = 2
-DIFF_VERSIONS = (1, 2)
-"""The versions of ``diff.json`` read (1: the op series inline; 2: in Parquet, :mod:`.tables`)."""
 SIDE_FIELDS = tuple(SideImplementation.__annotations__)
 """The implementation fields a side keeps (enough to serve again as a baseline)."""
 # summary.json and diff.json are written with sorted keys: "format" follows "caveats",
@@ -91,26 +90,29 @@ def _keep(impl: Mapping[str, Any]) -> SideImplementation:
 
 def _from_document(path: Path, doc: dict[str, Any]) -> Side:
     fmt = doc["format"]
-    versions = (SUMMARY_VERSION,) if fmt == SUMMARY_FORMAT else DIFF_VERSIONS
+    # version 1 of both held their lists inline; version 2 keeps them in Parquet beside them
+    versions = range(1, (SUMMARY_VERSION if fmt == SUMMARY_FORMAT else DIFF_VERSION) + 1)
     version = doc.get("format_version")
     if version not in versions:
         raise InputError(
             path,
             f"is {fmt} version {version}; this nprof-report reads version "
-            + " and ".join(str(v) for v in versions),
+            + " and ".join(map(str, versions)),
         )
     try:
         if fmt == SUMMARY_FORMAT:
+            doc = cast(dict[str, Any], restore_summary(doc, path))
             impls, run, kind = doc["implementations"], doc.get("run"), "summary.json"
         else:
             new = doc["sides"]["new"]
             impls, run, kind = new["implementations"], new.get("run"), "diff.json"
+            if version == 2:
+                restore_new_side(path, doc, impls)
         kept = [_keep(i) for i in impls]
     except (KeyError, TypeError, AttributeError) as exc:
         raise InputError(path, f"is not a complete {fmt} document (missing {exc})") from exc
     if not kept:
         raise InputError(path, "holds no implementation to compare")
-    tables = Tables(path, doc) if fmt == DIFF_FORMAT and version == 2 else None
     for impl in kept:
         profile = impl["diff_profile"]
         if not isinstance(profile, dict) or not {"steps", "step_us", "parts_us", "ops"} <= set(
@@ -121,41 +123,18 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
                 f"implementation {impl['label']!r} has no diff_profile",
                 "it was written by an older nprof-report: build it again from its traces",
             )
-        if tables is not None:
-            _steps_from(path, impl, tables)
-        impl["diff_profile"] = {**impl["diff_profile"], "ops": _op_series(path, impl, tables)}
+        impl["diff_profile"] = {**profile, "ops": _op_series(path, impl)}
     return Side(path, kind, kept, run, [])
 
 
-def _steps_from(path: Path, impl: SideImplementation, tables: Tables) -> None:
-    """Put the per-step rows and lists that a version 2 ``diff.json`` keeps in Parquet back
-    where they were."""
-    label = impl["label"]
-    try:
-        steps: Any = impl["steps"]
-        if is_reference(steps):
-            impl["steps"] = cast(Any, tables.rows(steps, label).to_dicts())
-        profile: Any = impl["diff_profile"]
-        if is_reference(profile["steps"]):
-            parts = tables.rows(profile["steps"], label)
-            impl["diff_profile"] = cast(Any, {**profile, **profile_steps(parts)})
-    except (pl.exceptions.PolarsError, TypeError, KeyError) as exc:
-        raise InputError(
-            path, f"implementation {label!r}: its steps cannot be read ({exc})"
-        ) from exc
-
-
-def _op_series(path: Path, impl: SideImplementation, tables: Tables | None) -> pl.DataFrame:
-    """An implementation's op series as a frame: from the Parquet table a version 2
-    ``diff.json`` refers to, else from the records a version 1 document holds; one value per
-    step in each (else bad input)."""
+def _op_series(path: Path, impl: SideImplementation) -> pl.DataFrame:
+    """An implementation's op series as a frame: as a version 2 document's table gave it back,
+    or from the records a version 1 document holds; one value per step in each (else bad
+    input)."""
     profile = impl["diff_profile"]
     ops: Any = profile["ops"]
     try:
-        if tables is not None and is_reference(ops):
-            frame = tables.rows(ops, impl["label"])
-        else:
-            frame = op_series_frame(ops)
+        frame = ops if isinstance(ops, pl.DataFrame) else op_series_frame(ops)
         frame = frame.select(OP_SERIES_SCHEMA.names()).cast(OP_SERIES_SCHEMA)
     except (pl.exceptions.PolarsError, TypeError, KeyError, AttributeError) as exc:
         raise InputError(

@@ -3,64 +3,37 @@
 A diff of two traces of 100,000 op paths wrote a 440 MB ``diff.json`` of version 1: every
 aligned op's differences and both sides' op series, inline. Version 2 keeps what a reader looks
 at in the JSON (the verdicts, counts, metrics, waterfall, the op rows the pages show, the check)
-and moves the rest to Parquet files under ``data/``:
+and moves what grows with the traces to ``data/*.parquet``, as ``summary.json`` does
+(:mod:`~nprof_report.report.figures.bulk`: the tables listed in ``tables[]`` with rows and
+sha256, a reference ``{"table": NAME, "rows": N}`` where a list was, each row keyed by ``scope``
+and ``implementation``, the record's index there), in ``data/diff_<table>.parquet``:
 
-* ``data/diff_ops.parquet``: every op of every pair (aligned, added, removed) with its
-  differences or medians (:data:`~.optable.TABLE_SCHEMA`), ``implementation`` the pair's label;
-* ``data/base_op_series.parquet``, ``data/new_op_series.parquet``: each side's op series
-  (``OP_SERIES_SCHEMA``), ``implementation`` the implementation's label;
-* ``data/base_steps.parquet``, ``data/new_steps.parquet``: each side's per-step rows (an
-  implementation's ``steps``); ``data/base_step_parts.parquet``, ``data/new_step_parts.parquet``:
-  its ``diff_profile``'s per-step lists (``step``, ``step_us``, a column per part). A trace of
-  7,284 steps put 10 MB of them in version 1's JSON.
-
-Where a value moved, the document holds a reference, ``{"table": NAME, "rows": N}``: a pair's
-``table``; a side implementation's ``steps``, and its ``diff_profile``'s ``ops``, and ``steps``,
-``step_us`` and ``parts_us`` (all three the same table). ``tables[]`` lists each file: name,
-path (relative to ``diff.json``), rows, bytes, sha256 and columns. Reading a table back checks
-its sha256 and its rows: a missing or damaged file is bad input (exit 2), named.
+* ``ops``: every op of each pair (aligned, added, removed) with its differences or medians
+  (:data:`~.optable.TABLE_SCHEMA`); scope ``pairs``, referred to by the pair's ``table``;
+* ``op_series``, ``steps``, ``step_parts``: each side's implementations' ``diff_profile.ops``,
+  per-step rows (``steps``), and ``diff_profile``'s ``steps``, ``step_us`` and ``parts_us`` (a
+  column per part), as in ``summary.json``; scope ``sides.base.implementations`` or
+  ``sides.new.implementations``. A trace of 7,284 steps put 10 MB of per-step rows in the JSON.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from nprof_report.errors import InputError
+from nprof_report.report.figures import Collector, Tables
 
-INDEX = "implementation"
-"""The index column of every table: the pair's or implementation's label."""
-FOLDER = "data"
 MAX_PATHS_KEPT = 1000
 """A pair's changed op paths that ``diff.json`` keeps (``structure.paths``; ``paths_changed``
-counts them all, and ``data/diff_ops.parquet`` holds every op's counts)."""
+counts them all, and the ``ops`` table holds every op's counts)."""
+NEW_SIDE = "sides.new.implementations"
 
 
-def reference(name: str, rows: int) -> dict[str, Any]:
-    """What the document holds where a table's rows were."""
-    return {"table": name, "rows": rows}
-
-
-def is_reference(value: object) -> bool:
-    """Whether ``value`` is a :func:`reference`."""
-    return isinstance(value, Mapping) and set(value) == {"table", "rows"}
-
-
-def _indexed(parts: list[tuple[str, pl.DataFrame]]) -> pl.DataFrame:
-    """The frames one after the other, each row with its label in :data:`INDEX` first."""
-    return pl.concat(
-        [f.select(pl.lit(label, dtype=pl.String).alias(INDEX), pl.all()) for label, f in parts],
-        how="diagonal_relaxed",
-    )
-
-
-STEP = "step"
-STEP_US = "step_us"
+def _keys(scope: str, index: int) -> dict[str, str | int]:
+    return {"scope": scope, "implementation": index}
 
 
 def step_parts(profile: Mapping[str, Any]) -> pl.DataFrame:
@@ -68,133 +41,67 @@ def step_parts(profile: Mapping[str, Any]) -> pl.DataFrame:
     part of ``parts_us``."""
     return pl.DataFrame(
         {
-            STEP: pl.Series(profile["steps"], dtype=pl.Int64),
-            STEP_US: pl.Series(profile["step_us"], dtype=pl.Float64),
+            "step": pl.Series(profile["steps"], dtype=pl.Int64),
+            "step_us": pl.Series(profile["step_us"], dtype=pl.Float64),
             **{p: pl.Series(v, dtype=pl.Float64) for p, v in profile["parts_us"].items()},
         }
     )
 
 
-def profile_steps(frame: pl.DataFrame) -> dict[str, Any]:
-    """:func:`step_parts` back: ``steps``, ``step_us`` and ``parts_us`` as lists."""
-    return {
-        "steps": frame[STEP].to_list(),
-        "step_us": frame[STEP_US].to_list(),
-        "parts_us": {c: frame[c].to_list() for c in frame.columns if c not in (STEP, STEP_US)},
-    }
-
-
-def parquet(name: str, parts: list[tuple[str, pl.DataFrame]]) -> tuple[dict[str, Any], bytes]:
-    """The listing entry and the bytes of table ``name`` made of ``parts`` (label, frame)."""
-    frame = _indexed(parts)
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer, statistics=False)
-    data = buffer.getvalue()
-    entry = {
-        "name": name,
-        "path": f"{FOLDER}/{name}.parquet",
-        "rows": frame.height,
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "columns": frame.columns,
-    }
-    return entry, data
-
-
-class Tables:
-    """The tables a stored ``diff.json`` (``doc``, read from ``path``) lists, each read once, when
-    first asked for, and checked."""
-
-    def __init__(self, path: Path, doc: Mapping[str, Any]) -> None:
-        self._path = path
-        listed = doc.get("tables")
-        if not isinstance(listed, list):
-            raise InputError(path, "lists no tables (tables[]), which a version 2 document has")
-        self._listed = {t.get("name"): t for t in listed if isinstance(t, Mapping)}
-        self._read: dict[str, pl.DataFrame] = {}
-
-    def rows(self, ref: Mapping[str, Any], label: str) -> pl.DataFrame:
-        """The rows of ``label`` in the table ``ref`` names, without the index column."""
-        frame = self._table(str(ref["table"]))
-        rows = frame.filter(pl.col(INDEX) == label).drop(INDEX)
-        if rows.height != ref["rows"]:
-            raise InputError(
-                self._path,
-                f"table {ref['table']!r} holds {rows.height} rows of {label!r}, the document "
-                f"says {ref['rows']}",
-            )
-        return rows
-
-    def _table(self, name: str) -> pl.DataFrame:
-        if name in self._read:
-            return self._read[name]
-        entry = self._listed.get(name)
-        if entry is None:
-            raise InputError(self._path, f"refers to a table {name!r} that tables[] does not list")
-        where = self._path.parent / str(entry["path"])
-        try:
-            data = where.read_bytes()
-        except OSError as exc:
-            raise InputError(
-                where, f"cannot be read ({exc.strerror or exc}): {self._path.name} needs it"
-            ) from exc
-        if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-            raise InputError(
-                where, f"is damaged: its sha256 is not the one {self._path.name} lists"
-            )
-        try:
-            frame = pl.read_parquet(io.BytesIO(data))
-        except Exception as exc:  # Polars raises several kinds on a bad file
-            raise InputError(where, f"is not a readable Parquet table ({exc})") from exc
-        if INDEX not in frame.columns:
-            raise InputError(where, f"has no {INDEX!r} column")
-        self._read[name] = frame
-        return frame
-
-
 def split(doc: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The ``diff.json`` document of the in-memory ``doc`` (its pairs' op tables and its sides'
-    op series replaced by references, ``tables[]`` listing them, the changed paths cut to
+    per-step lists replaced by references, ``tables[]`` listing them, the changed paths cut to
     :data:`MAX_PATHS_KEPT`) and the Parquet files, by path relative to ``diff.json``."""
-    files: dict[str, bytes] = {}
-    listing: list[dict[str, Any]] = []
-
-    def add(name: str, parts: list[tuple[str, pl.DataFrame]]) -> None:
-        entry, data = parquet(name, parts)
-        listing.append(entry)
-        files[entry["path"]] = data
-
+    tables = Collector()
     pairs = []
-    for pair in doc["pairs"]:
+    for i, pair in enumerate(doc["pairs"]):
         structure = pair["structure"]
         cut = {**structure, "paths": structure["paths"][:MAX_PATHS_KEPT]}
-        pairs.append(
-            {**pair, "structure": cut, "table": reference("diff_ops", pair["table"].height)}
-        )
-    add("diff_ops", [(p["label"], p["table"]) for p in doc["pairs"]])
+        table = tables.move("ops", "pairs[].table", pair["table"], _keys("pairs", i))
+        pairs.append({**pair, "structure": cut, "table": table})
     sides = {}
-    for key, side in doc["sides"].items():
-        impls = side["implementations"]
-        names = {t: f"{key}_{t}" for t in ("steps", "step_parts", "op_series")}
-        add(names["steps"], [(i["label"], pl.DataFrame(i["steps"])) for i in impls])
-        add(names["step_parts"], [(i["label"], step_parts(i["diff_profile"])) for i in impls])
-        add(names["op_series"], [(i["label"], i["diff_profile"]["ops"]) for i in impls])
+    for side_name, side in doc["sides"].items():
+        scope = f"sides.{side_name}.implementations"
         kept: list[dict[str, Any]] = []
-        for i in impls:
-            profile = i["diff_profile"]
-            parts = reference(names["step_parts"], len(profile["steps"]))
+        for i, impl in enumerate(side["implementations"]):
+            keys = _keys(scope, i)
+            profile = impl["diff_profile"]
+            where = f"{scope}[].diff_profile"
+            parts = tables.move(
+                "step_parts", f"{where}.steps, .step_us, .parts_us", step_parts(profile), keys
+            )
+            ops = tables.move("op_series", f"{where}.ops", profile["ops"], keys)
             kept.append(
                 {
-                    **i,
-                    "steps": reference(names["steps"], len(i["steps"])),
+                    **impl,
+                    "steps": tables.move("steps", f"{scope}[].steps", impl["steps"], keys),
                     "diff_profile": {
                         **profile,
                         "steps": parts,
                         "step_us": parts,
                         "parts_us": parts,
-                        "ops": reference(names["op_series"], profile["ops"].height),
+                        "ops": ops,
                     },
                 }
             )
-        sides[key] = {**side, "implementations": kept}
+        sides[side_name] = {**side, "implementations": kept}
+    # data/diff_*.parquet: a diff written beside a report leaves the summary's tables alone
+    files, listing = tables.files(prefix="diff_")
     return {**doc, "pairs": pairs, "sides": sides, "tables": listing}, files
+
+
+def restore_new_side(path: Path, doc: Mapping[str, Any], impls: list[dict[str, Any]]) -> None:
+    """Put the per-step rows, lists and op series of a version 2 ``diff.json``'s NEW side
+    (``impls``, read from ``path``) back from its tables; a table that is missing, changed or
+    short of rows is an :class:`~nprof_report.errors.InputError` naming its file."""
+    tables = Tables(path, doc.get("tables") or [])
+    for i, impl in enumerate(impls):
+        keys = _keys(NEW_SIDE, i)
+        impl["steps"] = tables.rows("steps", keys, impl["steps"]["rows"]).to_dicts()
+        profile = dict(impl["diff_profile"])
+        parts = tables.rows("step_parts", keys, profile["steps"]["rows"])
+        profile["steps"] = parts["step"].to_list()
+        profile["step_us"] = parts["step_us"].to_list()
+        profile["parts_us"] = {p: parts[p].to_list() for p in parts.columns[2:]}
+        profile["ops"] = tables.rows("op_series", keys, profile["ops"]["rows"])
+        impl["diff_profile"] = profile

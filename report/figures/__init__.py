@@ -17,6 +17,7 @@ from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
+    from nprof_report.report.figures.bulk import Collector, Tables
     from nprof_report.report.figures.diff_profile import (
         COUNT_SERIES,
         DECLARED,
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
         run_label,
         run_sentence,
         summarise,
+    )
+    from nprof_report.report.figures.stored import (
+        SHOWN_ROWS,
+        read_summary,
+        restore_summary,
+        store_summary,
+        top_ops_rank,
     )
     from nprof_report.report.figures.summary import (
         CONSTRUCTED_MARK,
@@ -88,12 +96,14 @@ __all__ = [
     "OP_SERIES_SCHEMA",
     "OUTPUT_WRONG",
     "PARTS",
+    "SHOWN_ROWS",
     "SUMMARY_FORMAT",
     "SUMMARY_VERSION",
     "TEXT_CHARS",
     "BackendComparison",
     "BackendsRecord",
     "CheckRecord",
+    "Collector",
     "Comparison",
     "ComparisonPoint",
     "ConstructedInput",
@@ -117,6 +127,7 @@ __all__ = [
     "SideImplementation",
     "Summary",
     "SweepRecord",
+    "Tables",
     "Tagged",
     "analyse",
     "at_largest",
@@ -132,11 +143,15 @@ __all__ = [
     "named",
     "op_series_frame",
     "rank_figures",
+    "read_summary",
+    "restore_summary",
     "roof_pct",
     "round_as_python",
     "run_label",
     "run_sentence",
+    "store_summary",
     "summarise",
+    "top_ops_rank",
 ]
 
 # where each name lives (relative to this package)
@@ -199,6 +214,13 @@ _HOME = {
     "roof_pct": "roofline",
     "round_as_python": "records",
     "summarise": "runs",
+    "SHOWN_ROWS": "stored",
+    "Collector": "bulk",
+    "Tables": "bulk",
+    "read_summary": "stored",
+    "restore_summary": "stored",
+    "store_summary": "stored",
+    "top_ops_rank": "stored",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

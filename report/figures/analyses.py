@@ -204,7 +204,11 @@ def per_top_op(
     extra_device_ns: dict[int, int] | None = None,
 ) -> pl.DataFrame:
     """Top-level ops by name: calls per step, median dispatch, and device time per call."""
-    top = ctx.filter((pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null())
+    # only the columns each part reads, before any filter: a filtered copy of every column of
+    # 1.5 million ops was 126 MB at build's peak (issue 32)
+    top = ctx.select("event_id", "name", "dur_ns", "cls", "under_op", "step").filter(
+        (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
+    )
     kernels = (
         frames.links.filter(pl.col("kind") == "op->device")
         .join(frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
@@ -221,7 +225,8 @@ def per_top_op(
     # Per call: framework self time and runtime-call time of the op's whole subtree, and the
     # launch latency (device start - runtime call start) of what it launched.
     subtree = (
-        ctx.filter(pl.col("top_id").is_not_null())
+        ctx.select("top_id", "cls", "self_ns")
+        .filter(pl.col("top_id").is_not_null())
         .group_by("top_id")
         .agg(
             fw_ns=pl.col("self_ns").filter(pl.col("cls") != "runtime").sum(),
@@ -229,7 +234,8 @@ def per_top_op(
         )
     )
     launches = (
-        frames.links.filter(pl.col("kind") == "runtime->device")
+        frames.links.select("kind", "src_id", "dst_id")
+        .filter(pl.col("kind") == "runtime->device")
         .join(ctx.select(pl.col("event_id").alias("src_id"), "start_ns", "top_id"), on="src_id")
         .join(
             frames.device.select(
@@ -272,6 +278,14 @@ def analyse(loaded: LoadedSource, *, figures: bool = True) -> ImplementationAnal
     are left empty (on the 530 MB trace, key_averages alone took 100 MiB above the rest)."""
     source = loaded.source
     frames, extra = loaded.frames, loaded.neuron_device_ns
+    # first, as ``ops`` does: its working memory comes before the figures' results are held,
+    # not on top of them (the peak of ``build`` on a 530 MB trace, issue 32); names as the
+    # trace's Categorical: a long name is then held once, not once more here
+    averages = (
+        key_averages(frames, extra).with_columns(pl.col("name").cast(pl.Categorical))
+        if figures
+        else pl.DataFrame()
+    )
     ctx = op_context(frames.ops, frames.links, frames.steps)
     steps = per_step(frames, ctx, extra)
     notes = list(frames.notes) + loaded.notes
@@ -294,10 +308,7 @@ def analyse(loaded: LoadedSource, *, figures: bool = True) -> ImplementationAnal
         meta=frames.meta,
         implementation=source.implementation,
         steps=steps,
-        # names as the trace's Categorical: a long name is then held once, not once more here
-        key_averages=key_averages(frames, extra).with_columns(pl.col("name").cast(pl.Categorical))
-        if figures
-        else pl.DataFrame(),
+        key_averages=averages,
         top_ops=per_top_op(frames, ctx, steps.height, extra) if figures else pl.DataFrame(),
         dispatch_samples_us=[
             d / 1000

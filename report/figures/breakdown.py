@@ -74,8 +74,9 @@ def op_context(
                 .then(pl.lit("annotation", pl.Categorical()))
                 .otherwise(pl.col("cls"))
             )
-    context = _context(ops)
-    ctx = ops.join(context, on="event_id", how="left", maintain_order="left")
+    # the new columns beside the frame's own (a join would copy every column: 150 MB at 1.5
+    # million ops, held through the analysis)
+    ctx = ops.with_columns(_context(ops))
     by_op = pl.lit(False)
     if links is not None and links.height:
         in_op = ctx.filter((pl.col("cls") == "op") | pl.col("under_op"))["event_id"]
@@ -86,35 +87,32 @@ def op_context(
     return ctx.with_columns(launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op))
 
 
-def _context(ops: pl.DataFrame) -> pl.DataFrame:
-    """``event_id``, ``under_op``, ``top_id`` of every op, a depth level at a time in NumPy (Python
-    dicts of 1.5 million ops took 460 MB at the peak of ``build``); an op whose parent is not
-    among ``ops`` or not shallower is at the top, as it would be met first."""
+def _context(ops: pl.DataFrame) -> list[pl.Series]:
+    """``under_op`` and ``top_id`` of every op in frame order, a depth level at a time in NumPy
+    (Python dicts of 1.5 million ops took 460 MB at the peak of ``build``); an op whose parent
+    is not among ``ops`` or not shallower is at the top, as it would be met first."""
     eid = ops["event_id"].to_numpy()
     n = len(eid)
-    is_op = (ops["cls"] == "op").fill_null(False).to_numpy()
-    depth = ops["depth"].to_numpy()
-    parent = ops["parent_id"].fill_null(-1).to_numpy()
-    if n == 0:
-        return pl.DataFrame(
-            schema={"event_id": pl.Int64, "under_op": pl.Boolean, "top_id": pl.Int64}
-        )
-    sorter = np.argsort(eid, kind="stable")
-    pos = sorter[np.minimum(np.searchsorted(eid, parent, sorter=sorter), n - 1)]
-    has = (parent >= 0) & (eid[pos] == parent) & (depth[pos] < depth)
     under = np.zeros(n, dtype=bool)
     top = np.full(n, -1, dtype=np.int64)
-    order = np.argsort(depth, kind="stable")
-    bounds = np.flatnonzero(np.diff(depth[order])) + 1
-    for level in np.split(order, bounds):
-        p, h = pos[level], has[level]
-        under[level] = h & (is_op[p] | under[p])
-        inherited = np.where(h, top[p], -1)
-        top[level] = np.where(inherited >= 0, inherited, np.where(is_op[level], eid[level], -1))
-    return pl.DataFrame(
-        {"event_id": eid, "under_op": under, "top_id": top},
-        schema={"event_id": pl.Int64, "under_op": pl.Boolean, "top_id": pl.Int64},
-    ).with_columns(top_id=pl.when(pl.col("top_id") >= 0).then(pl.col("top_id")))
+    if n:
+        is_op = (ops["cls"] == "op").fill_null(False).to_numpy()
+        depth = ops["depth"].to_numpy()
+        parent = ops["parent_id"].fill_null(-1).to_numpy()
+        sorter = np.argsort(eid, kind="stable")
+        pos = sorter[np.minimum(np.searchsorted(eid, parent, sorter=sorter), n - 1)]
+        has = (parent >= 0) & (eid[pos] == parent) & (depth[pos] < depth)
+        order = np.argsort(depth, kind="stable")
+        for level in np.split(order, np.flatnonzero(np.diff(depth[order])) + 1):
+            p, h = pos[level], has[level]
+            under[level] = h & (is_op[p] | under[p])
+            inherited = np.where(h, top[p], -1)
+            top[level] = np.where(inherited >= 0, inherited, np.where(is_op[level], eid[level], -1))
+    top_id = pl.Series("top_id", top, dtype=pl.Int64)
+    return [
+        pl.Series("under_op", under, dtype=pl.Boolean),
+        top_id.set(top_id < 0, None),
+    ]
 
 
 def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
@@ -444,7 +442,12 @@ def op_chains(
     Per op name: calls, device time per call, and the runtime calls and device activities one
     call leads to (names with count per call and mean duration).
     """
-    tops = ctx.filter((pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null())
+    # the columns each part reads before any filter, and every name Categorical until chosen: a
+    # copy of every column of 1.5 million ops, and 290,000 kernel names as text, were 57 MB at
+    # the peak of build (issue 32)
+    tops = ctx.select("event_id", "name", "cls", "under_op", "step").filter(
+        (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
+    )
     if tops.is_empty():
         return []
     # names stay Categorical (one copy of a long name, in the trace's categories) until chosen
@@ -452,12 +455,13 @@ def op_chains(
     tops_of = ctx.select(pl.col("event_id").alias("src_id"), "top_id").join(top_names, on="top_id")
     # (op name, device activity name, duration) of what each top-level op led to
     dev = (
-        frames.links.filter(pl.col("kind") == "op->device")
+        frames.links.lazy()
+        .filter(pl.col("kind") == "op->device")
+        .select("src_id", "dst_id")
+        .collect()
         .join(
             frames.device.select(
-                pl.col("event_id").alias("dst_id"),
-                pl.col("name").cast(pl.String).alias("part"),
-                "dur_ns",
+                pl.col("event_id").alias("dst_id"), pl.col("name").alias("part"), "dur_ns"
             ),
             on="dst_id",
         )
@@ -470,7 +474,14 @@ def op_chains(
             schema={"src_id": pl.Int64, "dur_ns": pl.Int64},
         ).join(tops_of, on="src_id")
         dev = pl.concat(
-            [dev, extra.select("name", pl.lit("Neuron hardware execution").alias("part"), "dur_ns")]
+            [
+                dev,
+                extra.select(
+                    "name",
+                    pl.lit("Neuron hardware execution", pl.Categorical()).alias("part"),
+                    "dur_ns",
+                ),
+            ]
         )
     calls = top_names.group_by("name").len()
     per_name = calls.join(
@@ -491,8 +502,8 @@ def op_chains(
     )[:limit]
     chosen = [name for _, name, _ in ranked]
     runtime = (
-        ctx.filter(pl.col("cls") == "runtime")
-        .select("top_id", pl.col("name").cast(pl.String).alias("part"), "dur_ns")
+        ctx.select("top_id", "cls", pl.col("name").alias("part"), "dur_ns")
+        .filter(pl.col("cls") == "runtime")
         .join(top_names.filter(pl.col("name").is_in(chosen)), on="top_id")
     )
     rt = _parts(runtime)
@@ -522,6 +533,7 @@ def op_chains(
 def _parts(frame: pl.DataFrame) -> dict[str, dict[str, list[int]]]:
     """``name, part, dur_ns`` rows as {op name: {part name: [durations]}}."""
     out: dict[str, dict[str, list[int]]] = {}
-    for name, part, dur in frame.select("name", "part", "dur_ns").iter_rows():
+    texts = frame.select(pl.col("name", "part").cast(pl.String), "dur_ns")
+    for name, part, dur in texts.iter_rows():
         out.setdefault(name, {}).setdefault(part, []).append(dur)
     return out

@@ -86,6 +86,11 @@ class FrameRecords(Records[Any]):
             round_as_python(c, 3) for c in frame.get_columns() if c.dtype.is_float()
         )
 
+    @property
+    def frame(self) -> pl.DataFrame:
+        """The records' columns, floats rounded as the records hold them."""
+        return self._frame
+
     def texts_cut(self, limit: int) -> FrameRecords:
         """These records with every text longer than ``limit`` characters cut (:func:`cut_text`),
         found and cut in the columns: no record of a long text is made."""
@@ -108,8 +113,8 @@ class FrameRecords(Records[Any]):
 
 
 class Rows(Records[dict[str, Any]]):
-    """The rows of a frame as records, values as they are (a ``diff_profile``'s op series in a
-    document of version 1)."""
+    """The rows of a frame as records, values as they are (a ``diff_profile``'s op series in
+    a document written whole: tests, a summary of version 1)."""
 
     def __init__(self, frame: pl.DataFrame) -> None:
         super().__init__(frame.height)
@@ -275,9 +280,8 @@ def _longest_string(text: bytes) -> int:
 def json_pieces(doc: object, *, text_limit: int | None = None) -> Iterator[bytes]:
     """``doc`` as indented JSON with sorted keys and a final newline, in pieces: the bytes of
     ``orjson.dumps(doc, option=OPT_INDENT_2 | OPT_SORT_KEYS | OPT_APPEND_NEWLINE)`` with every
-    :class:`Records` written as the list of its records, a chunk of records at a time.
-
-    A frame is written as the list of its rows (:class:`Rows`).
+    :class:`Records` written as the list of its records, a chunk of records at a time (a frame
+    as the list of its rows).
 
     ``text_limit``: every string longer than this many characters is cut (:func:`cut_text`):
     a frame's records in its columns, other records where their JSON holds a string that long."""

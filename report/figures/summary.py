@@ -1,6 +1,7 @@
 """Analyses into ``summary.json``: every number the report shows, in one versioned document.
 
-Schema ``nprof-summary`` version 1 (documented in docs/file-formats.md):
+Schema ``nprof-summary`` version 2 (documented in docs/file-formats.md; :mod:`.stored` writes the
+lists that grow with the trace to Parquet beside it):
 
 * ``run``: provenance from the manifest (null fields when the input was a bare trace);
 * ``implementations[]``: per source, ``label``, ``trace``, ``status``, ``steps`` (per-step rows),
@@ -52,7 +53,7 @@ from nprof_report.report.figures.summary_types import (
 )
 
 SUMMARY_FORMAT = "nprof-summary"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 
 @overload

@@ -1,4 +1,6 @@
-"""The shape of ``summary.json`` (``nprof-summary`` version 1) as TypedDicts, for mypy.
+"""The shape of ``summary.json`` (``nprof-summary``) as TypedDicts, for mypy: the document as
+in memory and as :func:`.stored.read_summary` gives it back (version 2 writes its long lists to
+Parquet tables, :mod:`.stored`).
 
 :mod:`.summary` and :mod:`.sweep` build the document, :mod:`.ranks` its ``ranks`` record;
 :mod:`.findings`, :mod:`.model`, :mod:`.sweepview`, :mod:`.ranksection` and the diff read it.

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from nprof_report.report.view.charts import CHART_RC
     from nprof_report.report.view.chartsvg import figure_svg
     from nprof_report.report.view.model import ReportModel, build_model
-    from nprof_report.report.view.pdf import prestart, render_pdf, start_pdf
+    from nprof_report.report.view.pdf import prestart, render_pdf, start_pdf, starts_early
     from nprof_report.report.view.render import environment, render_html
     from nprof_report.report.view.safetext import FORMULA_START
     from nprof_report.report.view.tables import Table
@@ -38,6 +38,7 @@ __all__ = [
     "render_html",
     "render_pdf",
     "start_pdf",
+    "starts_early",
 ]
 
 # where each name lives (relative to this package)
@@ -50,6 +51,7 @@ _HOME = {
     "environment": "render",
     "figure_svg": "chartsvg",
     "prestart": "pdf",
+    "starts_early": "pdf",
     "render_html": "render",
     "render_pdf": "pdf",
     "start_pdf": "pdf",

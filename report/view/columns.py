@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
+from nprof_report.report.figures import top_ops_rank
 from nprof_report.report.view.tables import (
     Col,
     as_number,
@@ -101,7 +102,7 @@ TOP_OPS_COLUMNS = [
 ]
 TOP_OPS_RANK: tuple[str, Callable[[Mapping[str, Any]], Any]] = (
     "dispatch time per step",
-    lambda r: (r.get("calls_per_step") or 0) * (r.get("dispatch_median_us") or 0),
+    top_ops_rank,
 )
 """What a long top-ops table keeps (:func:`~.tables.make_table`'s ``rank``)."""
 

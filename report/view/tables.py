@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nprof_report.report.figures import cut_text
+from nprof_report.report.figures import SHOWN_ROWS, cut_text
 from nprof_report.report.view.safetext import csv_row
 from nprof_report.textout import format_time_us
 
-MAX_ROWS = 25
-"""Rows a table shows; all of them are in its CSV file and in summary.json."""
+MAX_ROWS = SHOWN_ROWS
+"""Rows a table shows (summary.json keeps them; all rows are in its CSV and its Parquet)."""
 CELL_CHARS = 120
 """Characters a text cell shows; a longer name is shortened in the middle (the whole of it in
 the CSV; in the cell's tooltip and summary.json up to :data:`~.figures.TEXT_CHARS` characters)."""

@@ -264,8 +264,10 @@ def build(
     if ray is None:
         runtime.prestart(list(paths))
     from nprof_report.report.view import prestart as prestart_pdf  # light: no WeasyPrint here
+    from nprof_report.report.view import starts_early
 
-    prestart_pdf()  # before the imports below, so that both processes import at once
+    if starts_early(list(paths)):
+        prestart_pdf()  # before the imports below, so that both processes import at once
     # the imports make hundreds of thousands of objects, hardly any garbage (0.05 s of the 0.8 s
     # they take went to the collector); frozen out of its later passes
     with runtime.collector_paused(freeze=True):
