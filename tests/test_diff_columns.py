@@ -198,3 +198,26 @@ def test_a_missing_or_damaged_table_of_a_baseline_is_bad_input(tmp_path: Path) -
     assert missing.returncode == 2
     (line,) = missing.stderr.splitlines()
     assert line.startswith(f"nprof-report: error: {table}: cannot be read")
+
+
+def test_a_version_1_diff_json_is_still_a_baseline(tmp_path: Path) -> None:
+    """A diff.json as version 1 wrote it (its NEW side's records whole, op series as records)
+    stands for its NEW side as version 2 does."""
+    base = write_trace(tmp_path / "base.json", model(), seed=1)
+    new = write_trace(tmp_path / "new.json", model(added=True), seed=2)
+    out = tmp_path / "v2"
+    publish(out, diff_files(compare(base, new), pdf=False), kind="diff")
+    side = load_side(out / "diff.json")
+    v1 = json.loads((out / "diff.json").read_text())
+    v1["format_version"] = 1
+    del v1["tables"]
+    v1["sides"]["new"]["implementations"] = [
+        {**i, "diff_profile": {**i["diff_profile"], "ops": i["diff_profile"]["ops"].to_dicts()}}
+        for i in side.implementations
+    ]
+    stored = tmp_path / "v1" / "diff.json"
+    stored.parent.mkdir()
+    stored.write_text(json.dumps(v1))
+    _same_sides(load_side(stored), load_side(new))
+    assert _cli("check", new, "--baseline", stored).returncode == 0
+    assert _cli("check", new, "--baseline", base).returncode == 1
