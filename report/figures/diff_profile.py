@@ -31,7 +31,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.figures.breakdown import merge_intervals
-from nprof_report.report.figures.records import cut_column, round_as_python
+from nprof_report.report.figures.records import cut_column
 from nprof_report.report.figures.summary_types import DiffProfile
 
 PARTS = (
@@ -288,25 +288,36 @@ def op_series(
         per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     )
     names = [_names(paths, pid) for pid in path_of_row["path"]]
-    # sorted by (context, name) as Python compares them
-    order = sorted(range(len(names)), key=lambda r: (names[r][:-1], names[r][-1]))
-    columns: dict[str, Any] = {
-        "name": [names[r][-1] for r in order],
-        "context": [names[r][:-1] for r in order],
-        "kind": [paths[path_of_row["path"][r]][2] for r in order],
-        "kernels": path_of_row["kernel"].gather(order).fill_null([]),
-        "order": path_of_row["order"].gather(order),
-    }
-    for k in ("calls", *COUNT_SERIES):
-        columns[k] = _list_column(k, table[k][order])
+    keys = pl.DataFrame(
+        {"name": [n[-1] for n in names], "context": [n[:-1] for n in names]},
+        schema={"name": pl.String, "context": pl.List(pl.String)},
+    )
+    del names
+    # sorted by (context, name): Polars orders lists of texts as Python does
+    order = keys.with_row_index("row").sort("context", "name")["row"].to_numpy()
+    frame = keys[order].with_columns(
+        kind=pl.Series([paths[pid][2] for pid in path_of_row["path"].gather(order)]),
+        kernels=path_of_row["kernel"].gather(order).fill_null([]),
+        order=path_of_row["order"].gather(order),
+    )
+    columns = {k: _list_column(k, table[k][order]) for k in ("calls", *COUNT_SERIES)}
     for k in OP_SERIES[1:]:
         # ns / 1000 is already the nearest double to the three-decimal µs figure
         columns[k] = _list_column(k, table[k][order] / 1000)
-    # a median of ns may end in .5: rounded to the ns as Python rounds it
-    launch_us = pl.Series("launch_us", (table["launch_us"][order] / 1000).ravel())
-    launch_us = round_as_python(launch_us.fill_nan(None), 3)
-    columns["launch_us"] = _list_column("launch_us", launch_us.to_numpy().reshape(shape))
-    return pl.DataFrame(columns, schema=OP_SERIES_SCHEMA)
+    columns["launch_us"] = _list_column("launch_us", _launch_us(table["launch_us"][order]))
+    return frame.with_columns(columns.values()).select(OP_SERIES_SCHEMA.names())
+
+
+def _launch_us(ns: np.ndarray) -> np.ndarray:
+    """Median launch latencies (ns; NaN: none) in µs to three decimals, as Python's ``round``
+    gives them: a whole ns / 1000 is already that figure; a median that ends in .5 ns is
+    rounded by ``round`` itself (a few)."""
+    us = ns / 1000
+    half = np.flatnonzero(np.isfinite(ns) & (ns != np.floor(ns)))
+    flat = us.reshape(-1)
+    for i, v in zip(half.tolist(), flat[half].tolist()):
+        flat[i] = round(v, 3)
+    return us
 
 
 _STRINGS: dict[str, pl.DataType] = {
