@@ -17,6 +17,7 @@ from nprof_report.report.diff.compare import diff_document
 from nprof_report.report.diff.inputs import Side, load_side
 from nprof_report.report.diff.render import diff_files
 from nprof_report.report.publish import publish
+from nprof_report.runtime import give_back_memory
 
 DEFAULT_OUT = Path("nprof-diff")
 
@@ -44,6 +45,7 @@ def _loader(**options: Any) -> Callable[[Path], Side]:
         key = Path(path).resolve()
         if key not in sides:
             sides[key] = load_side(path, **options)
+            give_back_memory()  # what the analysis freed, before the next side's
         return sides[key]
 
     return load
