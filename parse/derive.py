@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, KNOWN_CATS, lost_link
-from nprof_report.parse.nesting import climb, nest_halves, nest_kept
+from nprof_report.parse.nesting import climb, give_back_freed, nest_halves, nest_kept
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
 from nprof_report.parse.schema import LINKS, TraceFrames, TraceMeta, conform
@@ -68,14 +68,19 @@ def _derive(
     if driver.meaning != "none":
         notes.append(f"{name}: {driver.note}")
     notes += _unknown_categories(host, name)
-    with ThreadPoolExecutor(2) as pool:
-        # Polars joins on one thread while NumPy nests on the other: both release the GIL
-        runtime_device = pool.submit(_runtime_device, flows, host, device)
+    # the runtime->device links first, on their own: their joins (133 MiB at their peak on a
+    # 530 MB trace) made alongside the launches and the nesting added up to the process's peak
+    rt_dev = _runtime_device(flows, host, device)
+    duplicated = _duplicated_flows(flows)
+    del flows
+    give_back_freed()
+    with ThreadPoolExecutor(2) as pool:  # the nesting runs in two halves (nesting.nest_halves)
         by_ext, moves, lost_link = _launches(host)
         thread, tcode = _threads(host, moves)
+        give_back_freed()
         ops, op_rt, overlaps = _nested_ops(host, thread, tcode, by_ext, lost_link, pool)
         del host, thread, tcode
-        rt_dev = runtime_device.result()
+        give_back_freed()
     if overlaps:
         notes.append(
             f"{name}: {overlaps} events partially overlap an event on the same "
@@ -83,10 +88,7 @@ def _derive(
         )
     links = _links(rt_dev, lost_link, ops, device, op_rt)
     del rt_dev
-    flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
-    del flows
-    duplicated = flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
-    del flow_ids
+    give_back_freed()
     if duplicated:
         notes.append(
             f"{name}: {duplicated} ac2g flow ids occur more than once; "
@@ -105,6 +107,7 @@ def _derive(
             "framework op; their time is in their own rows only, as in PyTorch"
         )
     ops, device = assign(ops, device, links, steps)
+    give_back_freed()
     frames = TraceFrames(
         meta=meta,
         events=events,
@@ -125,6 +128,12 @@ def _derive(
     )
     # without ProfilerStep#N: a repeating user annotation, else the whole window (steps.py)
     return frames if not steps.is_empty() else with_steps(frames)
+
+
+def _duplicated_flows(flows: pl.DataFrame) -> int:
+    """How many ``ac2g`` flow starts repeat an earlier start's id."""
+    flow_ids = flows.filter(pl.col("ph") == "s")["flow_id"]
+    return flow_ids.len() - flow_ids.n_unique() if flow_ids.len() else 0
 
 
 def _unknown_categories(host: pl.DataFrame, name: str) -> list[str]:
@@ -162,40 +171,45 @@ def _launches(host: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     one it filters out), or a runtime call without an External id whose correlation id is X (the
     id collision of ``RULES.md`` §4).
     """
-    h = host.with_row_index("_i").select(  # numbered before any filter
-        pl.col("_i").cast(pl.Int64), "cls", "cat", "name", "tid", "external_id", "correlation"
-    )
+    h = host.lazy().with_row_index("_i")  # numbered before any filter
     linked = pl.col("external_id").is_not_null() & (pl.col("external_id") != 0)
     runtime = pl.col("cls") == "runtime"
-    launches = h.filter(runtime & linked)
-    lost = lost_link(launches)
-    if lost:
-        launches = launches.clear()
-    scopes = h.filter(pl.col("cls").is_in(["op", "annotation"]) & linked)
-    by_ext = (
-        launches.lazy()
-        .join(
-            scopes.lazy()
-            .filter(pl.col("external_id").is_first_distinct())
-            .select("external_id", pl.col("_i").alias("_j"), pl.col("tid").alias("_jtid")),
-            on="external_id",
-        )
-        .sort("_i")
-        .select("_i", "_j", "cat", "tid", "_jtid")
-        .collect()
-    )
-    ids = pl.concat(
+    row = pl.col("_i").cast(pl.Int64)
+    launches, scopes, unlinked = pl.collect_all(
         [
-            scopes.filter(~pl.col("name").is_in(list(FILTERED_NAMES)).fill_null(True)).select(
-                pl.col("external_id").alias("_id"), pl.col("_i").alias("_m")
+            h.filter(runtime & linked).select(row, "external_id", "correlation"),
+            h.filter(pl.col("cls").is_in(["op", "annotation"]) & linked).select(
+                row, "external_id", kept=~pl.col("name").is_in(list(FILTERED_NAMES))
             ),
+            # the runtime calls PyTorch keys by their correlation id
             h.filter(runtime & ~linked & pl.col("correlation").is_not_null()).select(
-                pl.col("correlation").alias("_id"), pl.col("_i").alias("_m")
+                pl.col("correlation").alias("_id"), row.alias("_m")
             ),
         ]
     )
+    lost = lost_link(launches)
+    if lost:
+        launches = launches.clear()
+    by_ext = (
+        launches.join(
+            scopes.filter(pl.col("external_id").is_first_distinct()).select(
+                "external_id", pl.col("_i").alias("_j")
+            ),
+            on="external_id",
+        )
+        .sort("_i")
+        .select("_i", "_j")
+    )
+    keyed = pl.concat(
+        [
+            scopes.filter("kept").select(
+                pl.col("external_id").alias("_id"), pl.col("_i").alias("_m")
+            ),
+            unlinked,
+        ]
+    )
     moves = launches.join(
-        ids.group_by("_id").agg(pl.col("_m").max()), left_on="external_id", right_on="_id"
+        keyed.group_by("_id").agg(pl.col("_m").max()), left_on="external_id", right_on="_id"
     ).select("_i", "_m")
     return by_ext, moves, lost
 
@@ -252,6 +266,7 @@ def _nested_ops(
     parent, depth, overlaps = _unsort(
         order, *nest_kept(tcode[order], starts[order], ends[order], keep[order], pool)
     )
+    del order
     has_parent = parent >= 0
     self_ns = durs.copy()
     np.subtract.at(self_ns, parent[has_parent], durs[has_parent])
@@ -265,8 +280,9 @@ def _nested_ops(
         # (those PyTorch filters too: one may be innermost) and the calls alone
         encl = _enclosing(loose, tcode, starts, ends, scope, (cls == "runtime").to_numpy(), pool)
     else:  # no partial overlap: an event's ancestors are all the events around it
+        del starts, ends
         encl = climb(parent, parent[loose], ~scope)
-    del starts, ends, order
+    del keep, scope
     loose, encl = loose[encl >= 0], encl[encl >= 0]
     j_ext = by_ext["_j"].to_numpy()
     i_ext = by_ext["_i"].to_numpy()
@@ -350,10 +366,7 @@ def _enclosing(
 
 
 def _runtime_device(flows: pl.DataFrame, host: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
-    """The runtime->device links (``LINKS``).
-
-    Needs no nesting, so :func:`_derive` computes it while the ops are nested.
-    """
+    """The runtime->device links (``LINKS``); they need no nesting."""
     runtime = (
         host.lazy()
         .filter(pl.col("cls") == "runtime")

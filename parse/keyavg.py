@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, device_types, lost_link
-from nprof_report.parse.nesting import climb, levels, rows_of
+from nprof_report.parse.nesting import climb, give_back_freed, levels, rows_of
 from nprof_report.parse.schema import TraceFrames
 
 KEY_AVERAGES = pl.Schema(
@@ -64,16 +64,20 @@ def _codes(s: pl.Series) -> np.ndarray:
     return s.cast(pl.Categorical).to_physical().to_numpy().astype(np.int64, copy=False)
 
 
-def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _reparent(
+    all_ops: pl.DataFrame, all_ids: np.ndarray, filtered: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """Ops kept (not filtered out), and each kept op's parent as a row among the kept (-1: top).
 
     Filtered events are gone: an op is re-parented to its nearest surviving ancestor.
+    ``all_ids``: the ops' event ids.
     """
-    all_ids = all_ops["event_id"].to_numpy().astype(np.int64, copy=False)
     all_parent = rows_of(
         all_ids, all_ops["parent_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False)
     )
     keep = ~all_ops["name"].is_in(filtered).fill_null(False).to_numpy()
+    if keep.all():  # nothing to re-parent (most traces): the rows are those of all the ops
+        return keep, all_parent
     up = climb(all_parent, all_parent, ~keep)
     del all_parent
     rows = np.flatnonzero(keep)
@@ -81,6 +85,37 @@ def _reparent(all_ops: pl.DataFrame, filtered: list[str]) -> tuple[np.ndarray, n
     new_row[rows] = np.arange(len(rows))
     up = up[rows]
     return keep, np.where(up >= 0, new_row[np.maximum(up, 0)], -1)
+
+
+def _kernel_ns(
+    ids: np.ndarray, links: pl.DataFrame, device: pl.DataFrame, shared: pl.DataFrame
+) -> np.ndarray:
+    """Each op's own kernel time (by row of ``ids``, the ops' event ids): the device activities
+    linked to it (op->device) and those PyTorch also gives it (``shared``, :func:`_shared_ids`),
+    as exact integer sums. An array, not a joined frame: one value per op is all that is kept."""
+    kern = np.zeros(len(ids), dtype=np.int64)
+    linked = (
+        links.lazy()
+        .filter(pl.col("kind") == "op->device")
+        .join(device.lazy().select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
+        .select("src_id", "dur_ns")
+        .collect()
+    )
+    for frame in (linked, shared):
+        _add_by_id(
+            kern,
+            ids,
+            frame["src_id"].fill_null(-1).to_numpy().astype(np.int64, copy=False),
+            frame["dur_ns"].fill_null(0).to_numpy().astype(np.int64, copy=False),
+        )
+    return kern
+
+
+def _add_by_id(into: np.ndarray, ids: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+    """Add each value to ``into`` at the row of its key in ``ids`` (keys not there: dropped)."""
+    rows = rows_of(ids, keys)
+    found = rows >= 0
+    np.add.at(into, rows[found], values[found])
 
 
 def _shared_ids(ops: pl.DataFrame, links: pl.DataFrame, device: pl.DataFrame) -> pl.DataFrame:
@@ -156,31 +191,24 @@ def key_averages(
     """
     filtered = list(FILTERED_NAMES)
     all_ops = frames.ops
-    device = frames.device.filter(~pl.col("name").is_in(filtered))
-    kernels = (
-        frames.links.filter(pl.col("kind") == "op->device")
-        .join(device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
-        .select("src_id", "dur_ns")
+    device = frames.device.select("event_id", "name", "cat", "dur_ns", "external_id").filter(
+        ~pl.col("name").is_in(filtered)
     )
-    shared = _shared_ids(all_ops, frames.links, device)
-    kernels = pl.concat([kernels.cast(shared.schema), shared])
+    ids = all_ops["event_id"].to_numpy().astype(np.int64, copy=False)
+    kern_all = _kernel_ns(ids, frames.links, device, _shared_ids(all_ops, frames.links, device))
     if extra_device_ns:
-        extra = pl.DataFrame(
-            {"src_id": list(extra_device_ns), "dur_ns": list(extra_device_ns.values())},
-            schema={"src_id": pl.Int64, "dur_ns": pl.Int64},
-        )
-        kernels = pl.concat([kernels.cast({"src_id": pl.Int64, "dur_ns": pl.Int64}), extra])
-    kernels = kernels.group_by("src_id").agg(pl.col("dur_ns").sum().cast(pl.Int64))
-
-    keep, parent = _reparent(all_ops, filtered)
+        extra = np.fromiter(extra_device_ns, np.int64, len(extra_device_ns))
+        _add_by_id(kern_all, ids, extra, np.fromiter(extra_device_ns.values(), np.int64))
+    keep, parent = _reparent(all_ops, ids, filtered)
+    del ids
+    kern = kern_all[keep]
+    del kern_all
+    give_back_freed()
 
     # A runtime/driver call named like an op (TorchNeuron names them after the aten op) gets its
     # category appended, so its row does not fold into the op's row.
-    ops = (
-        all_ops.select("event_id", "name", "cls", "cat", "dur_ns", "depth")
-        .filter(pl.Series(keep))
-        .join(kernels, left_on="event_id", right_on="src_id", how="left", maintain_order="left")
-    )
+    kept = pl.Series(keep)
+    ops = all_ops.select("name", "cls", "cat").filter(kept)
     op_names = ops.filter(pl.col("cls") != "runtime")["name"].unique()
     clash = ops.select(
         pl.arg_where((pl.col("cls") == "runtime") & pl.col("name").is_in(op_names.implode()))
@@ -191,18 +219,11 @@ def key_averages(
             pl.format("{} [{}]", "name", pl.col("cat").fill_null("None")).cast(pl.Categorical())
         )
         name = name.scatter(clash, renamed.to_series())
-    ops = ops.select(
-        pl.lit(name).alias("name"),
-        (pl.col("cls") == "annotation").fill_null(False).alias("ann"),
-        pl.col("dur_ns").cast(pl.Int64),
-        pl.col("dur_ns_right").fill_null(0).cast(pl.Int64).alias("kern"),
-        pl.col("depth").cast(pl.Int64),
-    )
-    n = ops.height
+    ann = (ops["cls"] == "annotation").fill_null(False)
+    del ops, op_names, clash
+    n = len(name)
     # PyTorch compares the names it prints (``ProfilerStep#N`` as ``ProfilerStep*``)
-    code = _codes(ops.select(_key(pl.col("name"))).to_series())
-    dur = ops["dur_ns"].to_numpy()
-    kern = ops["kern"].to_numpy().copy()
+    code = _codes(pl.select(_key(pl.lit(name))).to_series())
     has_parent = parent >= 0
     par0 = np.maximum(parent, 0)
     n_children = np.bincount(parent[has_parent], minlength=n)
@@ -215,32 +236,52 @@ def key_averages(
     tops = climb(parent, parent[bottoms], removed)
     kern[tops] = kern[bottoms]
     eff = climb(parent, parent, removed)  # the surviving parent of a surviving op
-    del parent, has_removed_child, bottoms, tops
+    del parent, has_removed_child, bottoms, tops, removed
 
     live = np.flatnonzero(alive)
     child = live[eff[live] >= 0]
+    dur = all_ops["dur_ns"].filter(kept).to_numpy().astype(np.int64, copy=False)
     child_cpu = np.zeros(n, dtype=np.int64)
     np.add.at(child_cpu, eff[child], dur[child])
     total = np.where(alive, kern, 0)
-    depth = ops["depth"].to_numpy()
+    depth = all_ops["depth"].filter(kept).to_numpy()
     for level in levels(child, depth):
         np.add.at(total, eff[level], total[level])
+    del eff, child, depth, kept
+    self_cpu = dur[live] - child_cpu[live]
+    del child_cpu
+    live_rows = pl.Series(alive)
+    del alive
+    give_back_freed()
 
-    cpu = (
+    name, ann = name.filter(live_rows), ann.filter(live_rows)
+    # by name and annotation first, as one integer per row (Categorical code, flag): a group_by on
+    # one integer column took a third of the memory of one on the two columns (20 against
+    # 50-57 MiB for 1.2 M rows); then the few groups by key: the same first-seen order and the
+    # same integer sums as grouping every row by its key
+    pair = name.to_physical().cast(pl.Int64).fill_null(-1).to_numpy() * 2 + ann.to_numpy()
+    groups = (
         pl.DataFrame(
             {
-                "name": ops["name"].filter(pl.Series(alive)),
-                "ann": ops["ann"].filter(pl.Series(alive)),
-                "self_cpu": dur[live] - child_cpu[live],
+                "pair": pair,
+                "self_cpu": self_cpu,
                 "cpu_total": dur[live],
                 "self_device": kern[live],
                 "device_total": total[live],
             }
         )
-        # by name first (Categorical codes), then the few groups by key: the same first-seen
-        # order and the same integer sums as grouping every row by its key
-        .group_by("name", "ann", maintain_order=True)
-        .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col(_SUMS).sum())
+        .with_row_index("_first")
+        .group_by("pair", maintain_order=True)
+        .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("_first").first(), pl.col(_SUMS).sum())
+    )
+    del pair, self_cpu, dur, kern, total, live
+    cpu = (
+        groups.select(
+            name.gather(groups["_first"]).alias("name"),
+            ann.gather(groups["_first"]).alias("ann"),
+            "calls",
+            *_SUMS,
+        )
         .group_by(_key(pl.col("name")), "ann", maintain_order=True)
         .agg(pl.col("calls", *_SUMS).sum())
         .with_columns(device_type=pl.lit("CPU"))

@@ -38,6 +38,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.parse.nesting import rows_of
 from nprof_report.parse.schema import DEVICE, OPS, STEPS, TraceFrames, conform
 from nprof_report.textout import format_time_us
 
@@ -134,35 +135,55 @@ def assign(
     """``OPS`` and ``DEVICE`` with ``step`` set: the step whose ``[start, end)`` holds an op's
     start; a device activity's is its launching op's, else the one holding its start."""
     ops = ops.with_columns(step=assign_step(ops, steps, "start_ns"))
-    op_of_device = links.filter(pl.col("kind") == "op->device").select(
-        pl.col("dst_id").alias("event_id"), pl.col("src_id").alias("_op")
-    )
-    op_step = ops.select(pl.col("event_id").alias("_op"), pl.col("step").alias("_op_step"))
     device = (
         device.drop("step", strict=False)
-        .join(op_of_device.unique("event_id", keep="first"), on="event_id", how="left")
-        .join(op_step, on="_op", how="left")
-        .with_columns(_time_step=assign_step(device, steps, "start_ns"))
+        .with_columns(
+            _op_step=_launching_op_step(ops, device, links),
+            _time_step=assign_step(device, steps, "start_ns"),
+        )
         .with_columns(step=pl.coalesce("_op_step", "_time_step"))
         .sort("event_id")
     )
     return conform(ops, OPS), conform(device, DEVICE)
 
 
+def _launching_op_step(ops: pl.DataFrame, device: pl.DataFrame, links: pl.DataFrame) -> pl.Series:
+    """The ``step`` of each device activity's op (its first ``op->device`` link), by row of
+    ``device``; null without one. The op's row is looked up by event id rather than joined: a
+    join builds a hash table of every op (60 MiB on a 530 MB trace)."""
+    link = links.filter(pl.col("kind") == "op->device").select("dst_id", "src_id")
+    link = link.filter(pl.col("dst_id").is_first_distinct())
+    dev_row = rows_of(
+        device["event_id"].to_numpy(), link["dst_id"].fill_null(-1).to_numpy().astype(np.int64)
+    )
+    op_row = rows_of(
+        ops["event_id"].to_numpy(), link["src_id"].fill_null(-1).to_numpy().astype(np.int64)
+    )
+    found = (dev_row >= 0) & (op_row >= 0)
+    out = pl.repeat(None, device.height, dtype=pl.Int32, eager=True).alias("_op_step")
+    if not found.any():
+        return out
+    return out.scatter(dev_row[found], ops["step"].gather(pl.Series(op_row[found])))
+
+
 def assign_step(df: pl.DataFrame, steps: pl.DataFrame, time_col: str) -> pl.Series:
     """Step whose [start, end) interval holds ``time_col`` (null outside every step).
 
     ``steps`` is in start order; of steps starting at the same time, the last one is taken.
+    On arrays: one value per row is all that is made (no Series of picked steps' ends).
     """
     if steps.is_empty() or df.is_empty():
         return pl.Series("step", [None] * len(df), dtype=pl.Int32)
-    t = df[time_col]
-    last = np.searchsorted(steps["start_ns"].to_numpy(), t.to_numpy(), side="right") - 1
-    pick = pl.Series(np.maximum(last, 0))
-    inside = pl.Series(last >= 0) & (t < steps["end_ns"].gather(pick)).fill_null(False)
-    return (
-        steps["step"].gather(pick).zip_with(inside, pl.Series([None], dtype=pl.Int32)).alias("step")
-    )
+    times = df[time_col]
+    t = times.fill_null(0).to_numpy()
+    last = np.searchsorted(steps["start_ns"].to_numpy(), t, side="right") - 1
+    inside = (last >= 0) & times.is_not_null().to_numpy()
+    np.maximum(last, 0, out=last)
+    # a step without an end holds nothing (as the comparison with null did)
+    ends = steps["end_ns"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    inside &= t < ends[last]
+    picked = steps["step"].gather(pl.Series(last.astype(np.uint32)))
+    return picked.zip_with(pl.Series(inside), pl.Series([None], dtype=pl.Int32)).alias("step")
 
 
 def dispatch_thread(ops: pl.DataFrame) -> str | None:

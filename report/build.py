@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nprof_report.parse import Inputs, newest_run
 from nprof_report.report.figures import (
-    TEXT_CHARS,
+    DOCUMENT_TEXT_CHARS,
     PeakOverride,
     Summary,
     json_pieces,
@@ -165,7 +165,7 @@ def _data_files(summary: Summary, tables: list[Table]) -> dict[str, Content]:
     folder; the document and the CSVs written a piece at a time as they are made."""
     document, bulk = store_summary(summary)
     files: dict[str, Content] = {
-        "summary.json": Streamed(lambda: json_pieces(document, text_limit=TEXT_CHARS)),
+        "summary.json": Streamed(lambda: json_pieces(document, text_limit=DOCUMENT_TEXT_CHARS)),
         **bulk,
     }
     for table in sorted(tables, key=lambda t: t.csv):

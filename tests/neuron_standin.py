@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import sys
 import types
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,20 @@ from tests.conftest import NEURON
 TREES = {"naive": "eager_naive", "fused": "fused", "compiled": "compiled"}
 
 
-def _stand_in() -> types.ModuleType:
+def stand_in(
+    export: Callable[[Path, Any], None],
+    calls: list[tuple[str, Any]] | None = None,
+    refuse: tuple[str, ...] = (),
+) -> types.ModuleType:
+    """A stand-in ``torch_neuronx`` with the documented profiling API (formats.md 2.1): its
+    ``NeuronProfiler.export_trace(prof)`` calls ``export(profile_output_dir, prof)``; ``calls``
+    records what it receives; ``refuse`` names the NeuronConfig parameters it rejects, as an
+    older NeuronConfig would."""
     import torch
 
     root = types.ModuleType("torch_neuronx")
     profiling = types.ModuleType("torch_neuronx.profiling")
+    record = calls if calls is not None else []
 
     class ProfileMode:
         DEVICE = "DEVICE"
@@ -38,24 +48,30 @@ def _stand_in() -> types.ModuleType:
 
     class NeuronConfig(torch._C._profiler._ExperimentalConfig):  # type: ignore[misc]
         def __init__(self, **kwargs: Any) -> None:
+            for name in refuse:  # an older NeuronConfig without this parameter
+                if name in kwargs:
+                    raise TypeError(f"__init__() got an unexpected keyword argument '{name}'")
             super().__init__()
             self.kwargs = kwargs
+            record.append(("NeuronConfig", kwargs))
 
     class NeuronProfiler:
-        """Writes the constructed tree of the implementation whose bundle it profiles."""
-
         def __init__(self, config: NeuronConfig) -> None:
             self.config = config
 
         def export_trace(self, prof: Any) -> None:
-            out = Path(self.config.kwargs["profile_output_dir"])
-            shutil.copytree(NEURON / TREES[out.name], out, dirs_exist_ok=True)
+            export(Path(self.config.kwargs["profile_output_dir"]), prof)
 
     profiling.ProfileMode = ProfileMode  # type: ignore[attr-defined]
     profiling.NeuronConfig = NeuronConfig  # type: ignore[attr-defined]
     profiling.NeuronProfiler = NeuronProfiler  # type: ignore[attr-defined]
     root.profiling = profiling  # type: ignore[attr-defined]
     return root
+
+
+def _copy_tree(out: Path, prof: Any) -> None:
+    """The constructed tree of the implementation whose bundle ``out`` is."""
+    shutil.copytree(NEURON / TREES[out.name], out, dirs_exist_ok=True)
 
 
 def constructed_neuron_run(out: Path) -> Path:
@@ -65,7 +81,7 @@ def constructed_neuron_run(out: Path) -> Path:
     from nprof_report.capture import backends, session
     from nprof_report.capture.session import CaptureOptions, run_capture
 
-    module = _stand_in()
+    module = stand_in(_copy_tree)
     real_select = backends.select_backend
 
     def select(name: str) -> Any:

@@ -19,6 +19,7 @@ from nprof_report.report.figures.breakdown import (
     GAP_CAUSES,
     device_gaps,
     merge_intervals,
+    merged_columns,
     op_context,
 )
 from tests.conftest import NEURON, NEURON_TREES, PUBLIC, PUBLIC_TRACES
@@ -235,3 +236,18 @@ def test_random_overlapping_host_events_split_the_step_exactly(
     got = {p: row[f"host_{p}_ns"] // 1000 for p in ("framework", "runtime", "sync", "outside")}
     assert got == oracle
     assert sum(row[p] for p in HOST_PARTS) == row["dur_ns"] == step_us * 1000
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**6), st.integers(0, 10**4)).map(lambda p: (p[0], p[0] + p[1])),
+        max_size=60,
+    )
+)
+def test_merged_columns_is_the_union_merge_intervals_gives(
+    intervals: list[tuple[int, int]],
+) -> None:
+    """The NumPy merge of the device's busy intervals (issue 32) against the reference loop."""
+    starts = pl.Series([s for s, _ in intervals], dtype=pl.Int64)
+    ends = pl.Series([e for _, e in intervals], dtype=pl.Int64)
+    assert merged_columns(starts, ends) == merge_intervals(intervals)

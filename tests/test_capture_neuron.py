@@ -18,45 +18,22 @@ from typing import Any
 import pytest
 
 from nprof_report.bundle import read_manifest
+from tests.neuron_standin import stand_in
 
 pytestmark = pytest.mark.capture
 
 
 def _stand_in(calls: list[tuple[str, Any]], refuse: tuple[str, ...] = ()) -> types.ModuleType:
-    import torch
+    """The stand-in, writing the profiler's own trace into a session folder as NeuronProfiler
+    lays it out (``<instance>_pid_<pid>/<timestamp>/trace.json``)."""
 
-    root = types.ModuleType("torch_neuronx")
-    profiling = types.ModuleType("torch_neuronx.profiling")
+    def export(out: Path, prof: Any) -> None:
+        session = out / "i-standin_pid_1" / "20261130_000000_000"
+        session.mkdir(parents=True)
+        prof.export_chrome_trace(str(session / "trace.json"))
+        calls.append(("export_trace", str(session)))
 
-    class ProfileMode:
-        DEVICE = "DEVICE"
-        RUNTIME = "RUNTIME"
-
-    class NeuronConfig(torch._C._profiler._ExperimentalConfig):  # type: ignore[misc]
-        def __init__(self, **kwargs: Any) -> None:
-            for name in refuse:  # an older NeuronConfig without this parameter
-                if name in kwargs:
-                    raise TypeError(f"__init__() got an unexpected keyword argument '{name}'")
-            super().__init__()
-            self.kwargs = kwargs
-            calls.append(("NeuronConfig", kwargs))
-
-    class NeuronProfiler:
-        def __init__(self, config: NeuronConfig) -> None:
-            self.config = config
-
-        def export_trace(self, prof: Any) -> None:
-            out = Path(self.config.kwargs["profile_output_dir"])
-            session = out / "i-standin_pid_1" / "20261130_000000_000"
-            session.mkdir(parents=True)
-            prof.export_chrome_trace(str(session / "trace.json"))
-            calls.append(("export_trace", str(session)))
-
-    profiling.ProfileMode = ProfileMode  # type: ignore[attr-defined]
-    profiling.NeuronConfig = NeuronConfig  # type: ignore[attr-defined]
-    profiling.NeuronProfiler = NeuronProfiler  # type: ignore[attr-defined]
-    root.profiling = profiling  # type: ignore[attr-defined]
-    return root
+    return stand_in(export, calls, refuse)
 
 
 def _fake_explorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

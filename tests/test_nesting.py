@@ -111,3 +111,16 @@ def test_nest_kept_walks_the_kept_events_alone(
         assert parent[i] == (inside[-1] if inside else -1)
         assert depth[i] == (depth[inside[-1]] + 1 if inside else 0)
         assert i not in parent
+
+
+def test_give_back_freed_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Handing freed memory back looks ``malloc_trim`` up without a child process: a fork of
+    ``ops``' parent would count as a second copy of it in a process-tree memory sampler."""
+    import subprocess
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    nesting._malloc_trim.cache_clear()
+    nesting.give_back_freed()

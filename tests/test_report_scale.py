@@ -16,13 +16,14 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import tinyhtml5
 
-from nprof_report.report.figures import read_summary
+from nprof_report.report.figures import DOCUMENT_TEXT_CHARS, cut_text, read_summary
 from nprof_report.report.view.tables import MAX_ROWS
 from tests.conftest import NEURON, PUBLIC_TRACES
 
@@ -253,3 +254,27 @@ def test_a_large_trace_keeps_summary_small_and_build_within_ops_memory(tmp_path:
     assert (out / "summary.json").stat().st_size < 1_000_000
     steps = read_summary(out / "summary.json")["implementations"][0]["steps"]
     assert len(steps) == document["implementations"][0]["steps"]["rows"] > 1000
+
+
+@pytest.mark.pdf
+@pytest.mark.slow
+def test_many_names_longer_than_the_cut_keep_the_document_small(tmp_path: Path) -> None:
+    """200 distinct op and kernel names of 70,000 characters (CONSTRUCTED): before issue 32 the
+    document held every shown name and timeline label whole up to 65,536 characters (400 such
+    names: 10.4 MB) and each cut of a Categorical name went through all the trace's names
+    (400 names: 114 s); now the document cuts at DOCUMENT_TEXT_CHARS and the tables at
+    TEXT_CHARS, the same name named by the same length and sha256 in both."""
+    started = time.perf_counter()
+    _, out, summary = _build(tmp_path / "long.json", names=200, length=70_000)
+    assert time.perf_counter() - started < 60
+    assert (out / "summary.json").stat().st_size < 1_000_000
+    name = make_name_trace.name_of("aten::op", 0, 70_000)
+    in_table = {r["name"] for r in summary["implementations"][0]["key_averages"]}
+    assert cut_text(name) in in_table  # the tables' cut: the key diff and check align
+    shown = json.loads((out / "summary.json").read_text())["implementations"][0]
+    in_document = [r["name"] for r in shown["key_averages"]["shown"]]
+    long = [n for n in in_document if n.startswith("aten::op_")]
+    assert long and all(len(n) == DOCUMENT_TEXT_CHARS for n in long)
+    for text in long:  # each is its whole name cut, named by the whole's length and sha256
+        k = int(text[len("aten::op_") :].split("<", 1)[0])
+        assert text == cut_text(make_name_trace.name_of("aten::op", k, 70_000), DOCUMENT_TEXT_CHARS)

@@ -19,6 +19,7 @@ import pytest
 
 from nprof_report.report.build import build_report, summarise_inputs
 from nprof_report.report.figures import (
+    DOCUMENT_TEXT_CHARS,
     TEXT_CHARS,
     Summary,
     json_pieces,
@@ -29,8 +30,10 @@ from nprof_report.report.jobs import Engine
 from tests.conftest import NEURON, PUBLIC, PUBLIC_TRACES, SUMMARY_INPUTS
 
 
-def _as_json(summary: Summary | dict[str, Any]) -> Any:
-    return orjson.loads(b"".join(json_pieces(summary, text_limit=TEXT_CHARS)))
+def _as_json(summary: Summary | dict[str, Any], limit: int = DOCUMENT_TEXT_CHARS) -> Any:
+    """As JSON with texts cut as the document cuts them (a table's texts, cut at TEXT_CHARS, are
+    cut again as their whole would be)."""
+    return orjson.loads(b"".join(json_pieces(summary, text_limit=limit)))
 
 
 def _write(summary: Summary, folder: Path) -> Path:
@@ -40,7 +43,7 @@ def _write(summary: Summary, folder: Path) -> Path:
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_bytes(data)
     path = folder / "summary.json"
-    path.write_bytes(b"".join(json_pieces(document, text_limit=TEXT_CHARS)))
+    path.write_bytes(b"".join(json_pieces(document, text_limit=DOCUMENT_TEXT_CHARS)))
     return path
 
 
@@ -60,7 +63,11 @@ def test_a_summary_read_back_is_the_one_in_memory(inputs: list[Path], tmp_path: 
     assert {t["name"] for t in document["tables"]} >= {"steps", "op_series", "key_averages"}
     for table in document["tables"]:
         assert pl.read_parquet(tmp_path / table["path"]).height == table["rows"]
-    assert _as_json(read_summary(path)) == _as_json(summary)
+    restored = read_summary(path)
+    assert _as_json(restored) == _as_json(summary)
+    # the tables keep texts to TEXT_CHARS, as the keys diff and check align are cut
+    for whole, back in zip(summary["implementations"], restored["implementations"]):
+        assert _as_json({"k": whole["key_averages"]}, TEXT_CHARS) == {"k": back["key_averages"]}
 
 
 def test_ranks_and_neuron_steps_go_to_their_tables(tmp_path: Path) -> None:

@@ -328,3 +328,64 @@ def test_random_traces(
             read_trace_stream(path, work_only=True, chunk_bytes=chunk)
     else:
         assert_same_work(path, chunk_bytes=chunk)
+
+
+def _token_walk(buf: bytes) -> tuple[int | None, int | None, bool]:
+    """The last depth-0 comma, the closing ``]`` and whether the end is inside a string, one
+    byte at a time."""
+    depth, inside, escaped, last, close = 0, False, False, None, None
+    for i, c in enumerate(buf.decode("latin-1")):
+        if inside:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                inside = False
+        elif c == '"':
+            inside = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth < 0:
+                if c == "]":
+                    close = i
+                    break
+                depth = 0
+        elif c == "," and depth == 0:
+            last = i
+    return last, close, inside
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    names=st.lists(st.text(alphabet='ab"\\],[{}', max_size=12), max_size=6),
+    slashes=st.integers(0, 3),
+    tail=st.booleans(),
+    cut=st.floats(0, 1),
+    block=st.integers(1, 9),
+    small=st.sampled_from([0, 4, 1 << 16]),
+)
+def test_the_token_scan_is_exact_in_any_blocks(
+    names: list[str], slashes: int, tail: bool, cut: float, block: int, small: int
+) -> None:
+    """The vectorised scan (in blocks of any size, resumed anywhere, a string cut anywhere) and
+    the token-by-token one for short scans find the byte walk's separator, close and strings."""
+    from nprof_report.parse.read import stream
+
+    events = [{"name": n, "a": [[1, 2], {"x": "\\" * slashes}]} for n in names]
+    buf = (json.dumps(events)[1:] + (' , {"tail": 1}' if tail else "")).encode()
+    at = int(len(buf) * cut)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "_SCAN_BLOCK", block)
+        mp.setattr(stream, "_SCAN_SMALL", small)
+        scan = stream._Scan()
+        scan.run(buf[:at])
+        scan.run(buf)
+        quotes = stream._Scan(stop_at_close=False)
+        quotes.run(buf[:at])
+    assert (scan.last_sep, scan.close) == _token_walk(buf)[:2]
+    _, close, inside = _token_walk(buf[:at])
+    if close is None:
+        assert quotes.in_string == inside

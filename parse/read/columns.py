@@ -116,10 +116,12 @@ _TEXT_EVENTS = pl.Schema({n: pl.String if t == pl.Categorical() else t for n, t 
 
 @dataclass
 class Piece:
-    """The text of a piece of the events array, given to :meth:`Columns.add_piece`, which lets
-    it go once decoded (the holder's only reference)."""
+    """The text of a piece of the events array (``bracketed``: in ``[`` ``]``, as a piece too
+    long for Polars' readers is made), given to :meth:`Columns.add_piece`, which lets it go once
+    decoded (the holder's only reference)."""
 
     text: bytes | None
+    bracketed: bool = False
 
 
 class Fallback(Exception):
@@ -143,8 +145,7 @@ class Columns:
         self.escaped = 0  # names with control characters, counted before rows are dropped
 
     def add_piece(self, piece: Piece) -> None:
-        """Decode ``piece.text`` (elements of the events array in brackets, ``[...]``) and
-        append their frame. The text is let go (``piece.text`` None) once it is decoded, so a
+        """Decode ``piece.text`` (elements of the events array) and append their frame. The text is let go (``piece.text`` None) once it is decoded, so a
         piece of any size is not held twice while its columns are made.
 
         Raises ``msgspec.DecodeError`` (and changes nothing: ``piece.text`` is kept) when the
@@ -152,8 +153,9 @@ class Columns:
         """
         assert piece.text is not None
         df = None
-        if self.work_only and not has_huge_element(piece.text):  # work rows need no bp, args
-            df = decode_piece(piece.text[1:-1])
+        # work rows need no bp, args: Polars' readers, unless an element is too long for them
+        if self.work_only and not piece.bracketed and not has_huge_element(piece.text):
+            df = decode_piece(piece.text)
         # a decoded name holds a backslash (or a control character, which clean_text escapes
         # with one) only where the text has a backslash escape or a raw DEL
         escapes = b"\\" in piece.text or b"\x7f" in piece.text
@@ -165,6 +167,18 @@ class Columns:
     # -- fast path: columns of a piece, ts/dur still in us (NaN marks a missing key) ----------
     def _piece(self, piece: Piece) -> pl.DataFrame | None:
         """Typed msgspec decode of a piece (None: the piece went through the slow path)."""
+        assert piece.text is not None
+        if not piece.bracketed:
+            piece.text = b"[" + piece.text + b"]"  # the holder's only copy, in brackets
+        try:
+            return self._decoded(piece)
+        except msgspec.DecodeError:
+            if piece.text is not None and not piece.bracketed:  # given back as it came
+                piece.text = piece.text[1:-1]
+            raise
+
+    def _decoded(self, piece: Piece) -> pl.DataFrame | None:
+        """:meth:`_piece` of ``piece.text`` (in brackets), let go once decoded."""
         text = piece.text
         assert text is not None
         raws: list[msgspec.Raw] = []

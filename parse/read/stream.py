@@ -38,11 +38,11 @@ import codecs
 import json
 import mmap
 import re
+from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
-import numpy as np
 import orjson
 
 from nprof_report.errors import InputError
@@ -52,6 +52,9 @@ from nprof_report.parse.read.reference import assemble, read_trace
 from nprof_report.parse.read.rows import counter_notes, orjson_int
 from nprof_report.parse.read.source import TraceStream, open_trace
 from nprof_report.parse.schema import WORK_EVENTS, WORK_ROWS, Trace
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Reader", "read_trace_stream"]
 
@@ -63,9 +66,9 @@ _RECOVER_LIMIT = 64 << 20  # a damaged element bigger than this ends the recover
 
 _NOT_WS = re.compile(rb"[^ \t\r\n]")
 _SCAN_BLOCK = 1 << 20  # bytes :class:`_Scan` looks at in one go
-_DELTA = np.zeros(256, np.int8)  # the change of nesting depth at each byte (outside strings)
-_DELTA[[ord("{"), ord("[")]] = 1
-_DELTA[[ord("}"), ord("]")]] = -1
+_SCAN_SMALL = 64 << 10  # less than this is scanned token by token
+# a whole string, or an opening quote whose string the buffer does not finish; structure
+_TOKEN = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|["{}\[\],]', re.S)
 # the top level's tokens outside strings; the text of a string, up to its closing quote (or a
 # backslash that ends the buffer), without backtracking
 _TOP = re.compile(rb'["{}\[\]:]')
@@ -86,12 +89,24 @@ def _string_end(buf: bytes | bytearray, pos: int) -> int:
     return end if end < len(buf) and buf[end] == 0x22 else -1 - end
 
 
+@cache
+def _delta() -> np.ndarray:
+    """The change of nesting depth at each byte value (outside strings)."""
+    import numpy as np
+
+    delta = np.zeros(256, np.int8)
+    delta[[ord("{"), ord("[")]] = 1
+    delta[[ord("}"), ord("]")]] = -1
+    return delta
+
+
 class _Scan:
     """Exact, incremental token scan of the array body (used when the quick cut fails).
 
     Resumable anywhere, inside a string too, and vectorised (NumPy, a block at a time): each
     byte is looked at once, at array speed, however long or deeply nested the element -- a
-    token-by-token loop in Python took 13 s for one event with 40 MB of ``args``.
+    token-by-token loop in Python took 13 s for one event with 40 MB of ``args``. NumPy is
+    imported when a scan first runs: the decode workers, which rarely scan, start without it.
     """
 
     def __init__(self, *, stop_at_close: bool = True) -> None:
@@ -104,6 +119,11 @@ class _Scan:
         self.close: int | None = None  # the "]" that closes the array
 
     def run(self, buf: bytes | bytearray) -> None:
+        if self.stop and not self.in_string and len(buf) - self.pos <= _SCAN_SMALL:
+            self._tokens(buf)  # the end of a piece, mostly: no NumPy (a decode worker's memory)
+            return
+        import numpy as np
+
         while self.pos < len(buf) and self.close is None:
             end = min(len(buf), self.pos + _SCAN_BLOCK)
             block = np.frombuffer(buf, np.uint8, end - self.pos, self.pos)
@@ -112,7 +132,31 @@ class _Scan:
             finally:
                 del block  # the view holds buf's buffer: it could not grow while it lives
 
+    def _tokens(self, buf: bytes | bytearray) -> None:
+        """The scan token by token (a string not finished yet is looked at again next time)."""
+        for m in _TOKEN.finditer(buf, self.pos):
+            c = buf[m.start()]
+            if c == 0x22:  # '"'
+                if m.end() - m.start() == 1:  # a string not finished in this buffer
+                    self.pos = m.start()
+                    return
+            elif c in (0x7B, 0x5B):  # { [
+                self.depth += 1
+            elif c in (0x7D, 0x5D):  # } ]
+                self.depth -= 1
+                if self.depth < 0 and self.stop:
+                    if c == 0x5D:
+                        self.close = m.start()
+                        self.pos = m.end()
+                        return
+                    self.depth = 0  # a stray "}": left to the decoder to reject
+            elif self.depth == 0:  # ,
+                self.last_sep = m.start()
+        self.pos = len(buf)
+
     def _block(self, a: np.ndarray) -> None:
+        import numpy as np
+
         n = len(a)
         quotes = np.flatnonzero(a == 0x22)
         slashes = np.flatnonzero(a == 0x5C)
@@ -142,7 +186,7 @@ class _Scan:
         if not self.stop:
             self.pos += n
             return
-        delta = _DELTA[a]
+        delta = _delta()[a]
         delta[inside] = 0
         depth = self.depth + np.cumsum(delta, dtype=np.int64)
         below = np.flatnonzero(depth < 0)
@@ -165,6 +209,8 @@ class _Scan:
 def _runs(slashes: np.ndarray, carried: int) -> np.ndarray:
     """For each backslash position, the length of the run of backslashes it ends (the first run
     continues ``carried`` backslashes when it starts the block)."""
+    import numpy as np
+
     fresh = np.ones(len(slashes), dtype=bool)
     fresh[1:] = slashes[1:] != slashes[:-1] + 1
     starts = np.flatnonzero(fresh)
@@ -213,7 +259,7 @@ class Reader:
         data = self.src.read(self.chunk)
         if not data:
             return False
-        if len(self.buf) >= self.chunk and not data.strip(_WS) and not self._in_string():
+        if len(self.buf) >= self.chunk and not _NOT_WS.search(data) and not self._in_string():
             self.gaps.append((len(self.buf), len(data) - 1))
             data = b" "
         self.buf += data
@@ -239,11 +285,10 @@ class Reader:
         """The offset in the decompressed stream of ``buf[i]``."""
         return self.offset + i + sum(n for at, n in self.gaps if at < i)
 
-    def piece(self, end: int) -> bytes:
-        """``buf[:end]`` in brackets, as :meth:`~.columns.Columns.add_piece` takes it (one
-        copy)."""
+    def piece(self, end: int, *, brackets: bool = False) -> bytes:
+        """``buf[:end]`` as bytes (one copy), in ``[`` ``]`` with ``brackets``."""
         with memoryview(self.buf) as view:
-            return b"".join((b"[", view[:end], b"]"))
+            return b"".join((b"[", view[:end], b"]")) if brackets else bytes(view[:end])
 
     # -- top level ---------------------------------------------------------------------------
     def find_array(self) -> tuple[bytes | None, bool]:
@@ -357,14 +402,16 @@ class Reader:
         A piece longer than two windows (an element of any size) is forgotten first: the
         buffer gives its memory back before the piece is decoded, and takes the text back in
         the rare case it does not decode."""
-        piece = Piece(self.piece(end))
         if end <= 2 * self.chunk:
+            piece = Piece(self.piece(end))
             try:
                 self.cols.add_piece(piece)
             except msgspec.DecodeError:
                 return False
             self.drop(forget)
             return True
+        # made in brackets: the msgspec decode takes it (Polars' readers do not, at this size)
+        piece = Piece(self.piece(end, brackets=True), bracketed=True)
         kept = (bytes(self.buf[end:forget]), self.offset, self.gaps)
         self.drop(forget)
         try:

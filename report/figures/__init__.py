@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import (
+        DOCUMENT_TEXT_CHARS,
         TEXT_CHARS,
         Tagged,
         cut_text,
@@ -90,6 +91,7 @@ __all__ = [
     "CONSTRUCTED_MARK",
     "COUNT_SERIES",
     "DECLARED",
+    "DOCUMENT_TEXT_CHARS",
     "METRIC_WORDS",
     "ONE_STEP",
     "OP_SERIES",
@@ -209,6 +211,7 @@ _HOME = {
     "json_pieces": "records",
     "cut_text": "records",
     "TEXT_CHARS": "records",
+    "DOCUMENT_TEXT_CHARS": "records",
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "roof_pct": "roofline",

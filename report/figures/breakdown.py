@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
-from nprof_report.report.figures.records import cut_text
+from nprof_report.report.figures.records import LABEL_CHARS, cut_text
 from nprof_report.report.figures.summary_types import Chain, TimelineBar
 
 GAP_CAUSES = (
@@ -265,6 +265,22 @@ def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def merged_columns(starts: pl.Series, ends: pl.Series) -> list[tuple[int, int]]:
+    """:func:`merge_intervals` of the intervals ``[starts, ends)`` given as columns, done in
+    NumPy: no Python pair is made of an interval that merges into another (290,000 device
+    activities of a 530 MB trace were 35 MB of pairs held through the analysis, issue 32)."""
+    if starts.is_empty():
+        return []
+    s, e = starts.to_numpy(), ends.to_numpy()
+    order = np.lexsort((e, s))
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    # a new interval starts where its start lies beyond everything before it
+    first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
+    last = np.concatenate([first[1:] - 1, [len(s) - 1]])
+    return list(zip(s[first].tolist(), reach[last].tolist()))
+
+
 def device_gaps(
     ctx: pl.DataFrame,
     steps: pl.DataFrame,
@@ -430,7 +446,7 @@ def _bar(lane: str, r: dict[str, Any], s0: int) -> TimelineBar:
         "lane": lane,
         "start_us": (r["start_ns"] - s0) / 1000,
         "dur_us": r["dur_ns"] / 1000,
-        "label": cut_text(r["name"]),  # a chart's label: a name of any length is not kept whole
+        "label": cut_text(r["name"], LABEL_CHARS),  # a chart's label, not a name kept whole
     }
 
 

@@ -29,9 +29,18 @@ CHUNK = 4096
 _JSON = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 TEXT_CHARS = 65_536
-"""The longest text ``summary.json`` holds (:func:`cut_text`): a longer one (a name, or a chain's
-list of kernel names) is cut. The public traces' longest is 18,817 characters (the kernels of a
-chain of the 2022 DDP trace; their longest name has 5,123)."""
+"""The longest text a key holds (:func:`cut_text`): the op names ``diff`` and ``check`` align in
+``summary.json``'s ``op_series`` table, and every text of its tables; a longer one (a name, or a
+chain's list of kernel names) is cut. The public traces' longest is 18,817 characters (the
+kernels of a chain of the 2022 DDP trace; their longest name has 5,123)."""
+DOCUMENT_TEXT_CHARS = 4_096
+"""The longest text the ``summary.json`` document holds: with the rows it shows (25 top ops, 25
+key_averages rows, 5 chains, 400 timeline labels of :data:`LABEL_CHARS`), the document stays
+under 1 MB whatever the names (400 distinct names of 70,000 characters made 10 MB at
+:data:`TEXT_CHARS`). A text cut here and in a table starts alike and names the same length and
+sha256."""
+LABEL_CHARS = 256
+"""The longest label of a chart bar kept (the timeline's): the chart shows a few dozen."""
 
 
 class Records(Sequence[T]):
@@ -178,7 +187,21 @@ def cut_text(text: str, limit: int = TEXT_CHARS) -> str:
     different; the same text is cut the same way everywhere."""
     if len(text) <= limit:
         return text
+    was = _was_cut(text[-_TAIL_MAX:])
+    if was is not None:  # cut before (a table's text, cut at a larger limit): as its whole was
+        return _cut(was[0], text.__getitem__, was[1], limit)
     return _cut(len(text), text.__getitem__, _sha256(text), limit)
+
+
+_CUT_TAIL = re.compile(r"… \[([\d,]+) characters, sha256 ([0-9a-f]{64})\]\Z")
+_TAIL_MAX = 120
+
+
+def _was_cut(end: str) -> tuple[int, str] | None:
+    """The whole text's length and sha256 where ``end`` (a text's last characters) is the tail
+    :func:`cut_text` writes, so a text cut once is cut again as its whole would be."""
+    m = _CUT_TAIL.search(end)
+    return None if m is None else (int(m[1].replace(",", "")), m[2])
 
 
 def _cut(length: int, head: Callable[[slice], str], digest: str, limit: int) -> str:
@@ -214,15 +237,19 @@ def _cut_value(one: pl.Series, limit: int) -> str:
     """:func:`cut_text` of the one value of ``one`` (String or Categorical), read a piece at a
     time: a long name is never made a Python string whole (at most 64 pieces, each scanned from
     the start for its characters: linear in the name)."""
-    text = one.cat if one.dtype == pl.Categorical else one.str
+    # as String: a Categorical's text functions go through all the categories of the trace
+    # (13 ms a call with 800 names of 70,000 characters: 30 s of a build, issue 32)
+    text = one.cast(pl.String).str
     length = int(text.len_chars().item())
+    head = lambda part: str(text.slice(0, part.stop).item())  # noqa: E731
+    was = _was_cut(str(text.slice(max(0, length - _TAIL_MAX)).item()))
+    if was is not None:
+        return _cut(was[0], head, was[1], limit)
     step = max(1 << 20, -(-length // 64))
     digest = hashlib.sha256()
     for at in range(0, length, step):
         digest.update(text.slice(at, step).item().encode("utf-8"))
-    return _cut(
-        length, lambda part: str(text.slice(0, part.stop).item()), digest.hexdigest(), limit
-    )
+    return _cut(length, head, digest.hexdigest(), limit)
 
 
 def _sha256(text: str) -> str:

@@ -18,7 +18,7 @@ from nprof_report.report.view.safetext import csv_row
 from nprof_report.textout import format_time_us
 
 MAX_ROWS = SHOWN_ROWS
-"""Rows a table shows (summary.json keeps them; all rows are in its CSV and its Parquet)."""
+"""Rows a table shows (summary.json keeps them; all rows are in its CSV)."""
 CELL_CHARS = 120
 """Characters a text cell shows; a longer name is shortened in the middle (the whole of it in
 the CSV; in the cell's tooltip and summary.json up to :data:`~.figures.TEXT_CHARS` characters)."""
@@ -116,7 +116,7 @@ def make_table(
         else:
             shown_records = records[:MAX_ROWS]
             which = f"the first {MAX_ROWS} of {len(records):,} rows"
-        kept = f"Showing {which}; the other {left_out:,} are in {csv} and summary.json."
+        kept = f"Showing {which}; the other {left_out:,} are in {csv}."
         note = f"{note} {kept}" if note else kept
     visible = [c for c in cols if c.shown]
     return Table(
