@@ -77,6 +77,15 @@ def report_job(source: Source, loaded: LoadedSource) -> SourceResult:
     return SourceResult(analysis, rank_figures(loaded, analysis))
 
 
+def side_job(source: Source, loaded: LoadedSource) -> SourceResult:
+    """What one side of ``diff`` or ``check`` needs of one source (the analysis without the
+    figures only the report shows)."""
+    from nprof_report.report.figures import analyse, rank_figures
+
+    analysis = analyse(loaded, figures=False)
+    return SourceResult(analysis, rank_figures(loaded, analysis))
+
+
 def ops_job(source: Source, loaded: LoadedSource) -> tuple[pl.DataFrame, list[str]]:
     """The key_averages table of one source, and what its parse noted."""
     return (
@@ -105,13 +114,15 @@ def analyse_inputs(
     what: str = "report on",
     allow_mixed: bool = False,
     sized: bool = False,
+    job: Callable[[Source, LoadedSource], SourceResult] = report_job,
 ) -> Analysed:
     """Resolve ``paths``, convert Neuron traces where needed, and run each source's job.
 
     ``what`` completes the error for inputs without a trace ("holds no trace.json to ...").
     Runs of different studies stop here, before any trace is read, unless ``allow_mixed``.
     ``sized``: name a run's sources with their size where it holds several (``diff``); with
-    several runs they always are.
+    several runs they always are. ``job``: what is done with each source (:func:`side_job`
+    for a side of ``diff``).
     """
     resolved: list[Inputs] = [resolve(p) for p in paths]
     if not any(s.trace is not None for r in resolved for s in r.sources):
@@ -124,7 +135,7 @@ def analyse_inputs(
     manifest = manifests[0] if len(resolved) == 1 and manifests else None
     caveats = [n for r in resolved for n in r.notes]
     caveats += convert_neuron_traces(sources)
-    results, skipped = run_jobs(sources, report_job, engine)
+    results, skipped = run_jobs(sources, job, engine)
     return Analysed(
         resolved,
         [r.analysis for _, r in results],

@@ -12,12 +12,14 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, NotRequired, Union, get_args, get_origin, get_type_hints
 
+import polars as pl
+
 from nprof_report.report.figures import summary_types
 from nprof_report.report.figures.records import Records
 from nprof_report.report.figures.summary_types import Summary
 
-# summary_types imports NotRequired for mypy only
-_NAMES = {**vars(summary_types), "NotRequired": NotRequired}
+# summary_types imports NotRequired and polars for mypy only
+_NAMES = {**vars(summary_types), "NotRequired": NotRequired, "pl": pl}
 
 
 def problems(value: Any, tp: Any, where: str = "summary") -> list[str]:

@@ -34,6 +34,7 @@ from typing import Any
 
 from nprof_report.errors import InputError
 from nprof_report.report.diff.compare import METRIC_WORDS, SERIES_WORDS, difference_record
+from nprof_report.report.diff.optable import matching, record
 from nprof_report.report.diff.stats import BETWEEN_RUNS_METHOD, between_runs
 from nprof_report.report.diff.structure import (
     PATH_SERIES,
@@ -68,8 +69,13 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def _matches(op: dict[str, Any], wanted: str) -> bool:
-    return wanted in (op["name"], " > ".join([*op["context"], op["name"]]))
+def _rows(pair: dict[str, Any], wanted: str) -> list[tuple[str, dict[str, Any]]]:
+    """(status, record) of each op of the pair named ``wanted`` (:func:`~.optable.matching`):
+    the aligned ones, then the added, then the removed, in the table's order."""
+    return [
+        (r["status"], record(r, pair["base_steps"], pair["new_steps"]))
+        for r in matching(pair["table"], wanted).iter_rows(named=True)
+    ]
 
 
 def _label(op: dict[str, Any]) -> str:
@@ -90,8 +96,9 @@ def _targets(
         return [(METRIC_WORDS[metric], pair["metrics"][metric])]
     out = []
     for wanted in ops:
-        found = [o for o in pair["ops"] if _matches(o, wanted)]
-        one_side = [o for o in (*pair["added"], *pair["removed"]) if _matches(o, wanted)]
+        rows = _rows(pair, wanted)
+        found = [o for status, o in rows if status == "aligned"]
+        one_side = [o for status, o in rows if status != "aligned"]
         if not found and one_side and skipped is not None:
             skipped.append(
                 f"{pair['label']}: --op {wanted} is in one side only: its counts are checked, "
@@ -121,16 +128,13 @@ def _count_targets(
     out = []
     for wanted in ops:
         found: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
-        for o in pair["ops"]:
-            if _matches(o, wanted):
-                found.append((o, o.get(series)))
-        for o in pair["added"]:
-            if _matches(o, wanted):
-                value = o.get(series)
+        for status, o in _rows(pair, wanted):
+            value = o.get(series)
+            if status == "aligned":
+                found.append((o, value))
+            elif status == "added":
                 found.append((o, None if value is None else {"base": 0, "new": value}))
-        for o in pair["removed"]:
-            if _matches(o, wanted):
-                value = o.get(series)
+            else:
                 found.append((o, None if value is None else {"base": value, "new": 0}))
         if not found:
             raise InputError(where, f"--op {wanted}: no op of that name in BASE or NEW")

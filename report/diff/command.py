@@ -8,14 +8,16 @@ that report alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from nprof_report.report.diff.check import DEFAULT_MAX_COUNT_INCREASE, check
 from nprof_report.report.diff.compare import diff_document
-from nprof_report.report.diff.inputs import load_side
+from nprof_report.report.diff.inputs import Side, load_side
 from nprof_report.report.diff.render import diff_files
 from nprof_report.report.publish import publish
+from nprof_report.runtime import give_back_memory
 
 DEFAULT_OUT = Path("nprof-diff")
 
@@ -29,10 +31,24 @@ def compare(
     step_annotation: str | None = None,
 ) -> dict[str, Any]:
     """The ``diff.json`` document of BASE against NEW."""
-    return diff_document(
-        load_side(base, jobs=jobs, use_cache=use_cache, step_annotation=step_annotation),
-        load_side(new, jobs=jobs, use_cache=use_cache, step_annotation=step_annotation),
-    )
+    load = _loader(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
+    return diff_document(load(base), load(new))
+
+
+def _loader(**options: Any) -> Callable[[Path], Side]:
+    """:func:`load_side` with ``options``, each path read once: a path given twice (a trace
+    compared with itself, a baseline named twice) is the same side, as analysing it again
+    would give it (and a second analysis held beside the first's)."""
+    sides: dict[Path, Side] = {}
+
+    def load(path: Path) -> Side:
+        key = Path(path).resolve()
+        if key not in sides:
+            sides[key] = load_side(path, **options)
+            give_back_memory()  # what the analysis freed, before the next side's
+        return sides[key]
+
+    return load
 
 
 def diff_report(
@@ -79,17 +95,10 @@ def check_regression(
 ) -> Gate:
     """Judge NEW against the baselines (:func:`~.check.check`; ``metrics`` None: the default
     ones) and write the diff against the first baseline, with every verdict, to ``out``."""
-    options: dict[str, Any] = {
-        "jobs": jobs,
-        "use_cache": use_cache,
-        "step_annotation": step_annotation,
-    }
-    new_side = load_side(new, **options)
+    load = _loader(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
+    new_side = load(new)
     # of the further baselines only the medians are read (diff_check): no bootstrap for them
-    docs = [
-        diff_document(load_side(b, **options), new_side, intervals=k == 0)
-        for k, b in enumerate(baselines)
-    ]
+    docs = [diff_document(load(b), new_side, intervals=k == 0) for k, b in enumerate(baselines)]
     failures = check(
         docs,
         max_regression_pct=max_regression_pct,

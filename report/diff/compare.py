@@ -20,13 +20,22 @@ is), so each side's parts sum to its median step time.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import polars as pl
 
 from nprof_report import __version__
 from nprof_report.errors import InputError
 from nprof_report.report.diff.inputs import DIFF_FORMAT, DIFF_VERSION, Side
+from nprof_report.report.diff.optable import (
+    MOVED_MIN_SHARE_PCT,
+    op_table,
+    record,
+    shown,
+    top_op,
+    with_shares,
+)
 from nprof_report.report.diff.stats import (
     CONFIDENCE,
     MAX_BOOTSTRAP_STEPS,
@@ -38,17 +47,13 @@ from nprof_report.report.diff.stats import (
 )
 from nprof_report.report.diff.structure import compare_structure
 from nprof_report.report.figures import (
-    COUNT_SERIES,
     ONE_STEP,
-    OP_SERIES,
     PARTS,
     DiffProfile,
-    Listed,
     RunRecord,
     SideImplementation,
 )
 
-MOVED_MIN_SHARE_PCT = 1.0
 # rows the pages show (diff.json and the CSVs hold every row)
 TOP_MOVERS = 10
 MAX_OP_ROWS = 40
@@ -166,125 +171,13 @@ def waterfall(base: DiffProfile, new: DiffProfile) -> dict[str, Any] | None:
     }
 
 
-def _key(op: dict[str, Any]) -> tuple[tuple[str, ...], str]:
-    return tuple(op["context"]), op["name"]
-
-
-def _median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def _impact(series: dict[str, Any]) -> tuple[str, float]:
-    """Which of host self and device self moved more, and by how much."""
-    host, dev = series["host_self_us"], series["device_self_us"]
-    h = (host or {}).get("delta_us") or 0.0
-    d = (dev or {}).get("delta_us") or 0.0
-    return ("device_self_us", d) if abs(d) > abs(h) else ("host_self_us", h)
-
-
-def align_ops(
-    base: DiffProfile,
-    new: DiffProfile,
-    base_step_us: float,
-    *,
-    intervals: bool = True,
-    one_step: bool = False,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Aligned ops (sorted, moved first, by impact), then added and removed ones (``intervals``:
-    as :func:`~.diff_stats.differences`; ``one_step`` as :func:`difference_record`)."""
-    b_ops = {_key(o): o for o in base["ops"]}
-    n_ops = {_key(o): o for o in new["ops"]}
-    floor = base_step_us * MOVED_MIN_SHARE_PCT / 100
-    keys = list(b_ops.keys() & n_ops.keys())
-    names = (*OP_SERIES[1:], "launch_us")
-    # every op's series at once: the bootstrap resamples them in blocks (diff_stats.differences)
-    found = iter(
-        differences(
-            [
-                (
-                    [v for v in b_ops[key][s] if v is not None],
-                    [v for v in n_ops[key][s] if v is not None],
-                )
-                for key in keys
-                for s in names
-            ],
-            intervals=intervals,
-        )
-    )
-    aligned = []
-    for key in keys:
-        b, n = b_ops[key], n_ops[key]
-        series = {s: difference_record(next(found), one_step=one_step) for s in names}
-        for count in ("calls", *COUNT_SERIES):
-            series[count] = _count_change(b.get(count), n.get(count))
-        metric, impact = _impact(series)
-        noisy = (series[metric] or {}).get("exceeds_noise")
-        aligned.append(
-            {
-                "name": b["name"],
-                "context": b["context"],
-                "kind": b["kind"],
-                **series,
-                "impact_metric": metric,
-                "impact_us": _r(impact),
-                "moved": bool(noisy) and abs(impact) >= floor,
-                "kernels_base": b["kernels"],
-                "kernels_new": n["kernels"],
-                "kernels_changed": b["kernels"] != n["kernels"],
-                "order": n.get("order"),
-            }
-        )
-    aligned.sort(
-        key=lambda o: (not o["moved"], -abs(o["impact_us"] or 0.0), o["context"], o["name"])
-    )
-    return aligned, _only(n_ops, b_ops, +1), _only(b_ops, n_ops, -1)
-
-
-def _count_change(
-    base: list[float | None] | None, new: list[float | None] | None
-) -> dict[str, Any] | None:
-    """A per-step count's medians and their difference (None where a side's document is older
-    than the count: a summary.json written before ``runtime_calls`` and ``device_activities``)."""
-    if base is None or new is None:
-        return None
-    b, n = _median(base), _median(new)
-    return {"base": b, "new": n, "delta": None if (b is None or n is None) else n - b}
-
-
-def _only(
-    these: dict[Any, dict[str, Any]], others: dict[Any, dict[str, Any]], sign: int
-) -> list[dict[str, Any]]:
-    """Ops of ``these`` that ``others`` lacks, with their medians; impact signed by ``sign``."""
-    rows = []
-    for key in these.keys() - others.keys():
-        o = these[key]
-        medians = {s: _r(_median(o[s])) for s in (*OP_SERIES, "launch_us")}
-        medians |= {s: _median(o[s]) if s in o else None for s in COUNT_SERIES}
-        host, dev = medians["host_self_us"] or 0.0, medians["device_self_us"] or 0.0
-        metric = "device_self_us" if dev > host else "host_self_us"
-        rows.append(
-            {
-                "name": o["name"],
-                "context": o["context"],
-                "kind": o["kind"],
-                **medians,
-                "impact_metric": metric,
-                "impact_us": _r(sign * max(host, dev)),
-                "kernels": o["kernels"],
-                "order": o.get("order"),
-            }
-        )
-    rows.sort(key=lambda o: (-abs(o["impact_us"] or 0.0), o["context"], o["name"]))
-    return rows
-
-
 def _label(op: dict[str, Any]) -> str:
     return " > ".join([*op["context"], op["name"]])
 
 
-def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
-    """The first sentence of the report: how much slower or faster, and where it comes from."""
+def verdict(step: dict[str, Any] | None, top: dict[str, Any] | None) -> str:
+    """The first sentence of the report: how much slower or faster, and where it comes from
+    (``top``: the op that moved the step most in its direction, :func:`~.optable.top_op`)."""
     if step is None or step["delta_pct"] is None:
         return "No step time to compare: the traces hold no ProfilerStep#N annotations."
     pct = step["delta_pct"]
@@ -304,10 +197,7 @@ def verdict(step: dict[str, Any] | None, ops: list[dict[str, Any]]) -> str:
             f"{way} per step ({interval})."
         )
     text = f"NEW is {abs(pct):.1f} % ± {spread:.1f} % {way} per step ({interval})"
-    delta = step["delta_us"]
-    same_way = [o for o in ops if o["impact_us"] and (o["impact_us"] > 0) == (delta > 0)]
-    if same_way and delta:
-        top = max(same_way, key=lambda o: abs(o["impact_us"]))
+    if top is not None and step["delta_us"]:
         share = top["share_of_step_delta_pct"]
         text += f"; {share:.0f} % of it is {_label(top)}'s {SERIES_WORDS[top['impact_metric']]}"
     return text + "."
@@ -321,54 +211,54 @@ def compare_pair(
     base_run: RunRecord | None = None,
     new_run: RunRecord | None = None,
 ) -> dict[str, Any]:
-    """One implementation's comparison (``intervals``: as :func:`~.diff_stats.differences`;
-    the runs: where declared bytes and FLOPs may be, :mod:`.structure`)."""
+    """One implementation's comparison (``intervals``: as :func:`~.stats.differences`; the
+    runs: where declared bytes and FLOPs may be, :mod:`.structure`). ``table`` holds every op
+    (:func:`~.optable.op_table`); ``ops``, ``added`` and ``removed`` the records of those the
+    pages show (:func:`~.optable.shown`)."""
     found = differences(
         [(_step_values(base, col), _step_values(new, col)) for col in STEP_METRICS.values()],
         intervals=intervals,
     )
     bp, np_ = base["diff_profile"], new["diff_profile"]
-    one_step = min(len(bp["steps"]), len(np_["steps"])) == 1
+    sb, sn = len(bp["steps"]), len(np_["steps"])
+    one_step = min(sb, sn) == 1
     metrics = {m: difference_record(d, one_step=one_step) for m, d in zip(STEP_METRICS, found)}
     step = metrics["step"]
     base_step_us = (step or {}).get("base_us") or 0.0
-    aligned, added, removed = align_ops(
-        bp, np_, base_step_us, intervals=intervals, one_step=one_step
-    )
     step_delta = (step or {}).get("delta_us")
-    for op in [*aligned, *added, *removed]:
-        op["share_of_step_delta_pct"] = (
-            round(100 * op["impact_us"] / step_delta, 1)
-            if (step_delta and op["impact_us"] is not None)
-            else None
-        )
+    table = with_shares(op_table(bp, np_, base_step_us, intervals=intervals), step_delta)
+    top = top_op(table, step_delta, sb, sn) if step_delta else None
+    counts = table.group_by("status").len()
+    count = dict(zip(counts["status"].to_list(), counts["len"].to_list()))
+    aligned = table.filter(pl.col("status") == "aligned")
     label = new["label"] if new["label"] == base["label"] else f"{base['label']} → {new['label']}"
     return {
         "label": label,
         "base_label": base["label"],
         "new_label": new["label"],
-        "base_steps": len(bp["steps"]),
-        "new_steps": len(np_["steps"]),
+        "base_steps": sb,
+        "new_steps": sn,
         "base_step_rule": base.get("step_rule"),
         "new_step_rule": new.get("step_rule"),
-        "verdict": verdict(step, [*(o for o in aligned if o["moved"]), *added, *removed]),
+        "verdict": verdict(step, top),
         # the work per step, counted: page 1's first sentence, check's structural metrics
-        "structure": compare_structure(
-            base, new, base_run, new_run, label, aligned, added, removed
-        ),
+        "structure": compare_structure(base, new, base_run, new_run, label, table),
         "counts": {
-            "aligned": len(aligned),
-            "moved": sum(o["moved"] for o in aligned),
-            "added": len(added),
-            "removed": len(removed),
-            "kernels_changed": sum(o["kernels_changed"] for o in aligned),
+            "aligned": count.get("aligned", 0),
+            "moved": int(aligned["moved"].sum()),
+            "added": count.get("added", 0),
+            "removed": count.get("removed", 0),
+            "kernels_changed": int(aligned["kernels_changed"].sum()),
         },
         "metrics": metrics,
         "waterfall": waterfall(bp, np_),
-        # written to diff.json a chunk at a time (records.json_pieces)
-        "ops": Listed(aligned),
-        "added": Listed(added),
-        "removed": Listed(removed),
+        "table": table,
+        **{
+            key: [
+                record(r, sb, sn) for r in shown(table, status, MAX_OP_ROWS).iter_rows(named=True)
+            ]
+            for key, status in (("ops", "aligned"), ("added", "added"), ("removed", "removed"))
+        },
     }
 
 

@@ -15,20 +15,24 @@ from pathlib import Path
 from typing import Any, cast
 
 import orjson
+import polars as pl
 
 from nprof_report.errors import InputError
+from nprof_report.report.diff.tables import restore_new_side
 from nprof_report.report.figures import (
+    OP_SERIES_SCHEMA,
     SUMMARY_FORMAT,
     SUMMARY_VERSION,
     RunRecord,
     SideImplementation,
     build_summary,
+    op_series_frame,
     restore_summary,
 )
-from nprof_report.report.jobs import Engine, analyse_inputs
+from nprof_report.report.jobs import Engine, analyse_inputs, side_job
 
 DIFF_FORMAT = "nprof-diff"
-DIFF_VERSION = 1
+DIFF_VERSION = 2
 SIDE_FIELDS = tuple(SideImplementation.__annotations__)
 """The implementation fields a side keeps (enough to serve again as a baseline)."""
 # summary.json and diff.json are written with sorted keys: "format" follows "caveats",
@@ -86,13 +90,14 @@ def _keep(impl: Mapping[str, Any]) -> SideImplementation:
 
 def _from_document(path: Path, doc: dict[str, Any]) -> Side:
     fmt = doc["format"]
-    # summary.json version 1 held its lists inline; version 2 keeps them in Parquet beside it
-    readable = range(1, SUMMARY_VERSION + 1) if fmt == SUMMARY_FORMAT else (DIFF_VERSION,)
-    if doc.get("format_version") not in readable:
+    # version 1 of both held their lists inline; version 2 keeps them in Parquet beside them
+    versions = range(1, (SUMMARY_VERSION if fmt == SUMMARY_FORMAT else DIFF_VERSION) + 1)
+    version = doc.get("format_version")
+    if version not in versions:
         raise InputError(
             path,
-            f"is {fmt} version {doc.get('format_version')}; this nprof-report reads version "
-            + " and ".join(map(str, readable)),
+            f"is {fmt} version {version}; this nprof-report reads version "
+            + " and ".join(map(str, versions)),
         )
     try:
         if fmt == SUMMARY_FORMAT:
@@ -101,6 +106,8 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
         else:
             new = doc["sides"]["new"]
             impls, run, kind = new["implementations"], new.get("run"), "diff.json"
+            if version == 2:
+                restore_new_side(path, doc, impls)
         kept = [_keep(i) for i in impls]
     except (KeyError, TypeError, AttributeError) as exc:
         raise InputError(path, f"is not a complete {fmt} document (missing {exc})") from exc
@@ -116,7 +123,34 @@ def _from_document(path: Path, doc: dict[str, Any]) -> Side:
                 f"implementation {impl['label']!r} has no diff_profile",
                 "it was written by an older nprof-report: build it again from its traces",
             )
+        impl["diff_profile"] = {**profile, "ops": _op_series(path, impl)}
     return Side(path, kind, kept, run, [])
+
+
+def _op_series(path: Path, impl: SideImplementation) -> pl.DataFrame:
+    """An implementation's op series as a frame: as a version 2 document's table gave it back,
+    or from the records a version 1 document holds; one value per step in each (else bad
+    input)."""
+    profile = impl["diff_profile"]
+    ops: Any = profile["ops"]
+    try:
+        frame = ops if isinstance(ops, pl.DataFrame) else op_series_frame(ops)
+        frame = frame.select(OP_SERIES_SCHEMA.names()).cast(OP_SERIES_SCHEMA)
+    except (pl.exceptions.PolarsError, TypeError, KeyError, AttributeError) as exc:
+        raise InputError(
+            path, f"implementation {impl['label']!r}: its op series cannot be read ({exc})"
+        ) from exc
+    steps = len(profile["steps"])
+    for name, dtype in OP_SERIES_SCHEMA.items():
+        if isinstance(dtype, pl.List) and name not in ("context", "kernels"):
+            lengths = frame[name].list.len().drop_nulls()
+            if len(lengths) and not (lengths == steps).all():
+                raise InputError(
+                    path,
+                    f"implementation {impl['label']!r}: op series {name} does not hold one "
+                    f"value per step ({steps})",
+                )
+    return frame
 
 
 def load_side(
@@ -135,7 +169,7 @@ def load_side(
     # build_summary, not the sweep-aware summarise: a sweep's sources keep one record each
     # (labelled ``naive @ 64×4096``), so each size is compared with its own
     engine = Engine(jobs=jobs, use_cache=use_cache, step_annotation=step_annotation)
-    a = analyse_inputs([path], engine, what="compare", sized=True)
+    a = analyse_inputs([path], engine, what="compare", sized=True, job=side_job)
     summary = build_summary(a.analyses, a.manifest, a.caveats)
     return Side(
         path,

@@ -10,11 +10,13 @@ from __future__ import annotations
 import base64
 import csv
 import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import matplotlib.pyplot as plt
+import polars as pl
 
 from nprof_report.report.diff.compare import (
     MAX_OP_ROWS,
@@ -23,6 +25,7 @@ from nprof_report.report.diff.compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
+from nprof_report.report.diff.optable import CHUNK, records
 from nprof_report.report.diff.structure import (
     PATH_SERIES,
     PATH_WORDS,
@@ -30,6 +33,7 @@ from nprof_report.report.diff.structure import (
     count_text,
 )
 from nprof_report.report.diff.structure import WORDS as COUNT_WORDS
+from nprof_report.report.diff.tables import split
 from nprof_report.report.figures import json_pieces
 from nprof_report.report.publish import Content, Streamed
 from nprof_report.report.view import CHART_RC, environment, figure_svg, render_pdf
@@ -188,7 +192,8 @@ def _op_table(title: str, ops: list[dict[str, Any]], limit: int, note: str) -> T
     )
 
 
-def _movers_table(ops: list[dict[str, Any]]) -> Table:
+def _movers_table(ops: list[dict[str, Any]], moved: int) -> Table:
+    """The first movers of ``ops`` (the rows shown; ``moved`` of the pair's ops moved)."""
     movers = [o for o in ops if o["moved"]]
     rows = []
     for o in movers[:TOP_MOVERS]:
@@ -220,13 +225,13 @@ def _movers_table(ops: list[dict[str, Any]]) -> Table:
             "share of the step difference",
         ],
         rows,
-        f"{len(movers)} {'op' if len(movers) == 1 else 'ops'} moved beyond the noise"
-        + (f"; the first {TOP_MOVERS} shown" if len(movers) > TOP_MOVERS else "")
+        f"{moved} {'op' if moved == 1 else 'ops'} moved beyond the noise"
+        + (f"; the first {TOP_MOVERS} shown" if moved > TOP_MOVERS else "")
         + ". Medians per step.",
     )
 
 
-def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
+def _only_table(title: str, ops: list[dict[str, Any]], total: int, limit: int) -> Table:
     return Table(
         title,
         ["op (enclosing ops > name)", "calls", "host self (µs)", "device (µs)", "kernels"],
@@ -240,7 +245,7 @@ def _only_table(title: str, ops: list[dict[str, Any]], limit: int) -> Table:
             ]
             for o in ops[:limit]
         ],
-        f"{len(ops)} in all" + (f"; the first {limit} shown" if len(ops) > limit else ""),
+        f"{total} in all" + (f"; the first {limit} shown" if total > limit else ""),
     )
 
 
@@ -421,6 +426,7 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         f"BASE {pair['base_steps']} steps, NEW {pair['new_steps']} steps.",
     )
     renamed = [o for o in pair["ops"] if o["kernels_changed"]]
+    counts = pair["counts"]
     wf = pair["waterfall"]
     return {
         "anchor": f"pair-{index}",
@@ -446,22 +452,24 @@ def _pair_view(pair: dict[str, Any], index: int) -> dict[str, Any]:
         )
         if wf
         else None,
-        "movers": _movers_table(pair["ops"]),
+        "movers": _movers_table(pair["ops"], counts["moved"]),
         "metrics": metrics,
         "ops": _op_table(
             "Aligned ops (BASE median → NEW median per step)",
             pair["ops"],
             MAX_OP_ROWS,
-            f"{len(pair['ops'])} ops in both runs"
+            f"{counts['aligned']} ops in both runs"
             + (
                 f"; the first {MAX_OP_ROWS} shown (all in the CSV)"
-                if len(pair["ops"]) > MAX_OP_ROWS
+                if counts["aligned"] > MAX_OP_ROWS
                 else ""
             )
             + ".",
         ),
-        "added": _only_table("Only in NEW (added)", pair["added"], MAX_OP_ROWS),
-        "removed": _only_table("Only in BASE (removed)", pair["removed"], MAX_OP_ROWS),
+        "added": _only_table("Only in NEW (added)", pair["added"], counts["added"], MAX_OP_ROWS),
+        "removed": _only_table(
+            "Only in BASE (removed)", pair["removed"], counts["removed"], MAX_OP_ROWS
+        ),
         "renamed": Table(
             "Kernels that changed under an aligned op",
             ["op", "BASE kernels", "NEW kernels"],
@@ -502,9 +510,82 @@ def _csv(columns: list[str], rows: list[list[Any]]) -> bytes:
     return buf.getvalue().encode("utf-8")
 
 
-def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
-    """Every row of the comparison as CSV, by file name."""
-    steps, parts, ops, only, work = [], [], [], [], []
+def _op_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
+    """A row of ``tables/diff_ops.csv`` per aligned op of every pair."""
+    for pair in doc["pairs"]:
+        aligned = pair["table"].filter(pl.col("status") == "aligned")
+        for o in records(aligned, pair["base_steps"], pair["new_steps"]):
+            calls = o["calls"]
+            row = [pair["label"], " > ".join(o["context"]), o["name"], o["kind"]]
+            row += [calls["base"], calls["new"], calls["delta"]]
+            for s in SERIES_WORDS:
+                rec = o[s] or {}
+                row += [
+                    rec.get("base_us"),
+                    rec.get("new_us"),
+                    rec.get("delta_us"),
+                    rec.get("low_us"),
+                    rec.get("high_us"),
+                    rec.get("exceeds_noise"),
+                ]
+            yield [
+                *row,
+                o["impact_metric"],
+                o["impact_us"],
+                o["moved"],
+                ";".join(o["kernels_base"]),
+                ";".join(o["kernels_new"]),
+            ]
+
+
+def _only_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
+    """A row of ``tables/diff_added_removed.csv`` per added or removed op of every pair."""
+    for pair in doc["pairs"]:
+        for status in ("added", "removed"):
+            rows = pair["table"].filter(pl.col("status") == status)
+            for o in records(rows, pair["base_steps"], pair["new_steps"]):
+                yield [
+                    pair["label"],
+                    status,
+                    " > ".join(o["context"]),
+                    o["name"],
+                    o["kind"],
+                    o["calls"],
+                    o["host_self_us"],
+                    o["host_total_us"],
+                    o["device_self_us"],
+                    o["device_total_us"],
+                    ";".join(o["kernels"]),
+                ]
+
+
+def _csv_streamed(columns: list[str], rows: Callable[[], Iterator[list[Any]]]) -> Streamed:
+    """A CSV written a chunk of rows at a time, as its rows are made (an aligned op's record
+    is made for its row, and let go)."""
+
+    def pieces() -> Iterator[bytes]:
+        yield _csv(columns, [])
+        chunk: list[list[Any]] = []
+        for row in rows():
+            chunk.append(row)
+            if len(chunk) == CHUNK:
+                yield _csv_rows(chunk)
+                chunk = []
+        yield _csv_rows(chunk)
+
+    return Streamed(pieces)
+
+
+def _csv_rows(rows: list[list[Any]]) -> bytes:
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue().encode("utf-8")
+
+
+def csv_tables(doc: dict[str, Any]) -> dict[str, Content]:
+    """Every row of the comparison as CSV, by file name (the op tables' written as their rows
+    are made)."""
+    steps, parts, work = [], [], []
     for pair in doc["pairs"]:
         label = pair["label"]
         structure = pair.get("structure") or {"metrics": {}, "paths": []}
@@ -521,54 +602,13 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         steps += [[label, *r] for r in _metric_rows(pair)]
         wf = pair["waterfall"] or {"parts": []}
         parts += [[label, p["part"], p["base_us"], p["new_us"], p["delta_us"]] for p in wf["parts"]]
-        for o in pair["ops"]:
-            calls = o["calls"]
-            row = [label, " > ".join(o["context"]), o["name"], o["kind"]]
-            row += [calls["base"], calls["new"], calls["delta"]]
-            for s in SERIES_WORDS:
-                rec = o[s] or {}
-                row += [
-                    rec.get("base_us"),
-                    rec.get("new_us"),
-                    rec.get("delta_us"),
-                    rec.get("low_us"),
-                    rec.get("high_us"),
-                    rec.get("exceeds_noise"),
-                ]
-            ops.append(
-                [
-                    *row,
-                    o["impact_metric"],
-                    o["impact_us"],
-                    o["moved"],
-                    ";".join(o["kernels_base"]),
-                    ";".join(o["kernels_new"]),
-                ]
-            )
-        for status, rows in (("added", pair["added"]), ("removed", pair["removed"])):
-            only += [
-                [
-                    label,
-                    status,
-                    " > ".join(o["context"]),
-                    o["name"],
-                    o["kind"],
-                    o["calls"],
-                    o["host_self_us"],
-                    o["host_total_us"],
-                    o["device_self_us"],
-                    o["device_total_us"],
-                    ";".join(o["kernels"]),
-                ]
-                for o in rows
-            ]
     # e.g. host_self_us_base: the series' key, then the record's field without its unit
     op_cols = ["calls_base", "calls_new", "calls_delta"] + [
         f"{s}_{k}"
         for s in SERIES_WORDS
         for k in ("base", "new", "delta", "low", "high", "exceeds_noise")
     ]
-    files = {
+    files: dict[str, Content] = {
         "tables/diff_steps.csv": _csv(
             [
                 "implementation",
@@ -586,7 +626,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
         "tables/diff_waterfall.csv": _csv(
             ["implementation", "part", "base_us", "new_us", "delta_us"], parts
         ),
-        "tables/diff_ops.csv": _csv(
+        "tables/diff_ops.csv": _csv_streamed(
             [
                 "implementation",
                 "context",
@@ -599,9 +639,9 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 "kernels_base",
                 "kernels_new",
             ],
-            ops,
+            lambda: _op_rows(doc),
         ),
-        "tables/diff_added_removed.csv": _csv(
+        "tables/diff_added_removed.csv": _csv_streamed(
             [
                 "implementation",
                 "status",
@@ -615,7 +655,7 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
                 "device_total_us",
                 "kernels",
             ],
-            only,
+            lambda: _only_rows(doc),
         ),
     }
     files["tables/diff_structure.csv"] = _csv(
@@ -695,13 +735,14 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, bytes]:
 
 
 def diff_files(doc: dict[str, Any], *, pdf: bool = True) -> dict[str, Content]:
-    """The diff's own files by path relative to the output folder, in the order printed;
-    ``diff.json`` (keys sorted, indented) written a piece at a time as it is made (440 MB for
-    two traces of 100,000 op paths)."""
+    """The diff's own files by path relative to the output folder, in the order printed:
+    ``diff.json`` (keys sorted, indented) and the Parquet tables it lists (:mod:`.tables`)."""
     html = render_html(doc)
     files: dict[str, Content] = {"diff.html": html.encode("utf-8")}
     if pdf:
         files["diff.pdf"] = render_pdf(html)
-    files["diff.json"] = Streamed(lambda: json_pieces(doc))
+    stored, tables = split(doc)
+    files["diff.json"] = Streamed(lambda: json_pieces(stored))
+    files.update(sorted(tables.items()))
     files.update(sorted(csv_tables(doc).items()))
     return files

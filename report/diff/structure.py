@@ -22,6 +22,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import polars as pl
+
+from nprof_report.report.diff.optable import record
 from nprof_report.report.figures import DECLARED, RunRecord, SideImplementation
 
 STRUCTURAL_METRICS = ("ops", "runtime-calls", "device-activities", "bytes", "flops")
@@ -124,56 +127,48 @@ def _change(base: float | None, new: float | None) -> dict[str, Any] | None:
     return {"base": base, "new": new, "delta": new - base}
 
 
-def _path_counts(op: dict[str, Any], side: str) -> dict[str, float | None]:
-    """An aligned op's (``side`` base or new) or an added/removed op's counts per series."""
-    out: dict[str, float | None] = {}
-    for metric, series in PATH_SERIES.items():
-        value = op.get(series)
-        if isinstance(value, dict):
-            out[metric] = value.get(side)
-        else:
-            out[metric] = value
-    return out
-
-
-def path_changes(
-    aligned: Sequence[dict[str, Any]],
-    added: Sequence[dict[str, Any]],
-    removed: Sequence[dict[str, Any]],
-) -> list[dict[str, Any]]:
+def path_changes(table: pl.DataFrame, sb: int, sn: int) -> list[dict[str, Any]]:
     """Op paths whose counts per step differ, in the order NEW (else BASE) first runs them:
     name, context, ``status`` (added, removed, more, fewer or changed) and, per counted metric,
-    ``{base, new, delta}`` (None where a side's document lacks the series)."""
+    ``{base, new, delta}`` (None where a side's document lacks the series; an added op counts
+    from 0, a removed one to 0). ``table``: the pair's op table (:mod:`.optable`); the paths are
+    found in its columns, and only they are made records."""
+    changed = pl.lit(False)
+    for series in PATH_SERIES.values():
+        delta = (
+            pl.when(pl.col("status") == "aligned")
+            .then(pl.col(f"{series}_delta"))
+            .otherwise(pl.coalesce(f"{series}_new", f"{series}_base"))
+        )
+        changed = changed | (delta.is_not_null() & (delta != 0)).fill_null(False)
     rows = []
-    for ops, kind in ((aligned, None), (added, "added"), (removed, "removed")):
-        for op in ops:
-            changes: dict[str, dict[str, Any] | None] = {}
-            for metric in PATH_SERIES:
-                if kind is None:
-                    counts = _path_counts(op, "base"), _path_counts(op, "new")
-                    changes[metric] = _change(counts[0][metric], counts[1][metric])
-                else:
-                    value = _path_counts(op, "")[metric]
-                    zero = None if value is None else 0.0
-                    changes[metric] = (
-                        _change(zero, value) if kind == "added" else _change(value, zero)
-                    )
-            if not any(c is not None and c["delta"] for c in changes.values()):
-                continue
-            status = kind
-            if status is None:
-                ops_delta = (changes["ops"] or {}).get("delta") or 0
-                status = "changed" if not ops_delta else ("more" if ops_delta > 0 else "fewer")
-            rows.append(
-                {
-                    "name": op["name"],
-                    "context": op["context"],
-                    "kind": op["kind"],
-                    "status": status,
-                    "order": op.get("order"),
-                    **changes,
-                }
-            )
+    for op in table.filter(changed).iter_rows(named=True):
+        rec = record(op, sb, sn)
+        changes: dict[str, dict[str, Any] | None] = {}
+        for metric, series in PATH_SERIES.items():
+            value = rec[series]
+            if op["status"] == "aligned":
+                changes[metric] = value and _change(value["base"], value["new"])
+            elif value is None:
+                changes[metric] = None
+            else:
+                changes[metric] = (
+                    _change(0.0, value) if op["status"] == "added" else _change(value, 0.0)
+                )
+        status = op["status"]
+        if status == "aligned":
+            ops_delta = (changes["ops"] or {}).get("delta") or 0
+            status = "changed" if not ops_delta else ("more" if ops_delta > 0 else "fewer")
+        rows.append(
+            {
+                "name": op["name"],
+                "context": op["context"],
+                "kind": op["kind"],
+                "status": status,
+                "order": op["order"],
+                **changes,
+            }
+        )
     big = 1 << 62
     rows.sort(
         key=lambda r: (
@@ -280,15 +275,15 @@ def compare_structure(
     base_run: RunRecord | None,
     new_run: RunRecord | None,
     label: str,
-    aligned: Sequence[dict[str, Any]],
-    added: Sequence[dict[str, Any]],
-    removed: Sequence[dict[str, Any]],
+    table: pl.DataFrame,
 ) -> dict[str, Any]:
     """A pair's ``structure`` record: per metric ``{base, new, delta}`` (None where a side has
-    no such figure), the op paths whose counts changed, and the sentence page 1 opens with."""
+    no such figure), the op paths whose counts changed (``table``: the pair's op table), and
+    the sentence page 1 opens with."""
     b, n = totals(base, base_run), totals(new, new_run)
     metrics = {m: _change(b[m], n[m]) for m in STRUCTURAL_METRICS}
-    paths = path_changes(aligned, added, removed)
+    sb, sn = len(base["diff_profile"]["steps"]), len(new["diff_profile"]["steps"])
+    paths = path_changes(table, sb, sn)
     return {
         "metrics": metrics,
         "paths": paths,
@@ -305,6 +300,6 @@ def _has_series(base: SideImplementation, new: SideImplementation, series: str) 
     """Whether both sides' op series hold ``series`` (older summaries lack the counts)."""
     for impl in (base, new):
         ops = impl["diff_profile"]["ops"]
-        if len(ops) and series not in ops[0]:
+        if ops.height and ops[series][0] is None:
             return False
     return True

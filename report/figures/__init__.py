@@ -17,17 +17,25 @@ from nprof_report.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from nprof_report.report.figures.analyses import ImplementationAnalysis, analyse
-    from nprof_report.report.figures.diff_profile import COUNT_SERIES, DECLARED, OP_SERIES, PARTS
+    from nprof_report.report.figures.bulk import Collector, Tables
+    from nprof_report.report.figures.diff_profile import (
+        COUNT_SERIES,
+        DECLARED,
+        OP_SERIES,
+        OP_SERIES_SCHEMA,
+        PARTS,
+        op_series_frame,
+    )
     from nprof_report.report.figures.failures import failure_sentence
     from nprof_report.report.figures.findings import OUTPUT_WRONG, named
     from nprof_report.report.figures.ranks import RankFigures, cross_rank, rank_figures
     from nprof_report.report.figures.records import (
         DOCUMENT_TEXT_CHARS,
         TEXT_CHARS,
-        Listed,
         Tagged,
         cut_text,
         json_pieces,
+        round_as_python,
     )
     from nprof_report.report.figures.roofline import PeakOverride, at_largest, roof_pct
     from nprof_report.report.figures.runs import (
@@ -87,6 +95,7 @@ __all__ = [
     "METRIC_WORDS",
     "ONE_STEP",
     "OP_SERIES",
+    "OP_SERIES_SCHEMA",
     "OUTPUT_WRONG",
     "PARTS",
     "SHOWN_ROWS",
@@ -96,6 +105,7 @@ __all__ = [
     "BackendComparison",
     "BackendsRecord",
     "CheckRecord",
+    "Collector",
     "Comparison",
     "ComparisonPoint",
     "ConstructedInput",
@@ -104,7 +114,6 @@ __all__ = [
     "Finding",
     "ImplementationAnalysis",
     "ImplementationRecord",
-    "Listed",
     "Member",
     "Metric",
     "NeuronRecord",
@@ -120,6 +129,7 @@ __all__ = [
     "SideImplementation",
     "Summary",
     "SweepRecord",
+    "Tables",
     "Tagged",
     "analyse",
     "at_largest",
@@ -133,10 +143,12 @@ __all__ = [
     "json_pieces",
     "metric_figures",
     "named",
+    "op_series_frame",
     "rank_figures",
     "read_summary",
     "restore_summary",
     "roof_pct",
+    "round_as_python",
     "run_label",
     "run_sentence",
     "store_summary",
@@ -171,11 +183,12 @@ _HOME = {
     "Finding": "summary_types",
     "ImplementationAnalysis": "analyses",
     "ImplementationRecord": "summary_types",
-    "Listed": "records",
     "Metric": "summary_types",
     "NeuronRecord": "summary_types",
     "ONE_STEP": "summary_types",
     "OP_SERIES": "diff_profile",
+    "OP_SERIES_SCHEMA": "diff_profile",
+    "op_series_frame": "diff_profile",
     "PeakOverride": "roofline",
     "PARTS": "diff_profile",
     "RankFigures": "ranks",
@@ -202,8 +215,11 @@ _HOME = {
     "metric_figures": "summary_types",
     "rank_figures": "ranks",
     "roof_pct": "roofline",
+    "round_as_python": "records",
     "summarise": "runs",
     "SHOWN_ROWS": "stored",
+    "Collector": "bulk",
+    "Tables": "bulk",
     "read_summary": "stored",
     "restore_summary": "stored",
     "store_summary": "stored",

@@ -271,15 +271,23 @@ def per_top_op(
     )
 
 
-def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
+def analyse(loaded: LoadedSource, *, figures: bool = True) -> ImplementationAnalysis:
     """Compute one source's figures from its frames and Neuron device time (loaded by
-    :func:`nprof_report.parse.load_sources` or :func:`~nprof_report.parse.load_source`)."""
+    :func:`nprof_report.parse.load_sources` or :func:`~nprof_report.parse.load_source`).
+
+    ``figures`` false: only what ``diff`` and ``check`` read (the steps, their distribution,
+    the gaps and the op series); key_averages, top ops, dispatch samples, timeline and chains
+    are left empty (on the 530 MB trace, key_averages alone took 100 MiB above the rest)."""
     source = loaded.source
     frames, extra = loaded.frames, loaded.neuron_device_ns
     # first, as ``ops`` does: its working memory comes before the figures' results are held,
     # not on top of them (the peak of ``build`` on a 530 MB trace, issue 32); names as the
     # trace's Categorical: a long name is then held once, not once more here
-    averages = key_averages(frames, extra).with_columns(pl.col("name").cast(pl.Categorical))
+    averages = (
+        key_averages(frames, extra).with_columns(pl.col("name").cast(pl.Categorical))
+        if figures
+        else pl.DataFrame()
+    )
     ctx = op_context(frames.ops, frames.links, frames.steps)
     steps = per_step(frames, ctx, extra)
     notes = list(frames.notes) + loaded.notes
@@ -304,16 +312,18 @@ def analyse(loaded: LoadedSource) -> ImplementationAnalysis:
         implementation=source.implementation,
         steps=steps,
         key_averages=averages,
-        top_ops=per_top_op(frames, ctx, steps.height, extra),
+        top_ops=per_top_op(frames, ctx, steps.height, extra) if figures else pl.DataFrame(),
         dispatch_samples_us=[
             d / 1000
             for d in ctx.filter(
                 (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
             )["dur_ns"].to_list()
-        ],
+        ]
+        if figures
+        else [],
         gaps=gaps,
-        timeline=timeline(ctx, frames, busy),
-        chains=op_chains(frames, ctx, extra),
+        timeline=timeline(ctx, frames, busy) if figures else [],
+        chains=op_chains(frames, ctx, extra) if figures else [],
         step_start_ns=dict(zip(frames.steps["step"].to_list(), frames.steps["start_ns"].to_list())),
         step_time=step_time,
         links_by_method={

@@ -23,7 +23,7 @@ dispatch, runtime calls, waiting on the device, outside ops).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,7 @@ import polars as pl
 
 from nprof_report.parse import TraceFrames
 from nprof_report.report.figures.breakdown import merge_intervals
-from nprof_report.report.figures.records import Records, cut_column, round_as_python
+from nprof_report.report.figures.records import cut_column
 from nprof_report.report.figures.summary_types import DiffProfile
 
 PARTS = (
@@ -196,11 +196,12 @@ def _us(values: list[int]) -> list[float]:
 
 def op_series(
     frames: TraceFrames, extra_device_ns: dict[int, int], steps: list[int]
-) -> Sequence[dict[str, Any]]:
-    """Per op path: its name, context, kind, kernels and one value per step of each series."""
+) -> pl.DataFrame:
+    """Per op path: its name, context, kind, kernels, order and one value per step of each
+    series, as a frame of :data:`OP_SERIES_SCHEMA`."""
     ev, paths = op_paths(frames.ops)
     if ev.is_empty():
-        return []
+        return OP_SERIES_SCHEMA.to_frame()
     # each op's path and step; the events' figures are summed per (path, step) from narrow
     # frames, never joined onto a frame of every op (four left joins of 1.2 million ops were
     # the peak of build on a 530 MB trace, issue 32)
@@ -264,7 +265,7 @@ def op_series(
         .agg(pl.col("kernel").unique().sort().head(MAX_KERNEL_NAMES))
     )
     if per_step.is_empty():
-        return []
+        return OP_SERIES_SCHEMA.to_frame()
     # one row per path, one column per step, filled in one assignment per series
     per_step = per_step.join(
         pl.DataFrame(
@@ -292,85 +293,80 @@ def op_series(
         per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
     )
     names = [_names(paths, pid) for pid in path_of_row["path"]]
-    kinds = [paths[pid][2] for pid in path_of_row["path"]]
-    return OpSeries(names, kinds, path_of_row["kernel"], table, path_of_row["order"].to_list())
+    keys = pl.DataFrame(
+        {"name": [n[-1] for n in names], "context": [n[:-1] for n in names]},
+        schema={"name": pl.String, "context": pl.List(pl.String)},
+    )
+    del names
+    # sorted by (context, name): Polars orders lists of texts as Python does
+    order = keys.with_row_index("row").sort("context", "name")["row"].to_numpy()
+    frame = keys[order].with_columns(
+        kind=pl.Series([paths[pid][2] for pid in path_of_row["path"].gather(order)]),
+        kernels=path_of_row["kernel"].gather(order).fill_null([]),
+        order=path_of_row["order"].gather(order),
+    )
+    columns = {k: _list_column(k, table[k][order]) for k in ("calls", *COUNT_SERIES)}
+    for k in OP_SERIES[1:]:
+        # ns / 1000 is already the nearest double to the three-decimal µs figure
+        columns[k] = _list_column(k, table[k][order] / 1000)
+    columns["launch_us"] = _list_column("launch_us", _launch_us(table["launch_us"][order]))
+    return frame.with_columns(columns.values()).select(OP_SERIES_SCHEMA.names())
 
 
-class OpSeries(Records[dict[str, Any]]):
-    """Per op path, sorted by context and name: its name, context, kind, kernels, its ``order``
-    and one value per step of each series (``OP_SERIES``, ``COUNT_SERIES``, ``launch_us``),
-    made from NumPy tables (path x step) a chunk of paths at a time (:mod:`.records`)."""
+def _launch_us(ns: np.ndarray) -> np.ndarray:
+    """Median launch latencies (ns; NaN: none) in µs to three decimals, as Python's ``round``
+    gives them: a whole ns / 1000 is already that figure; a median that ends in .5 ns is
+    rounded by ``round`` itself (a few)."""
+    us = ns / 1000
+    half = np.flatnonzero(np.isfinite(ns) & (ns != np.floor(ns)))
+    flat = us.reshape(-1)
+    for i, v in zip(half.tolist(), flat[half].tolist()):
+        flat[i] = round(v, 3)
+    return us
 
-    def __init__(
-        self,
-        names: list[list[str]],
-        kinds: list[str],
-        kernels: pl.Series,
-        table: dict[str, np.ndarray],
-        first: list[int],
-    ) -> None:
-        super().__init__(len(names))
-        order = sorted(range(len(names)), key=lambda r: (names[r][:-1], names[r][-1]))
-        self._names = [names[r] for r in order]
-        self._kinds = [kinds[r] for r in order]
-        self._first = [first[r] for r in order]
-        self._kernels = kernels.gather(order)  # a list of names per path; null: none
-        self._table = {k: v[order] for k, v in table.items()}
 
-    @property
-    def frame(self) -> pl.DataFrame:
-        """The records as columns, each series a list per path, values as :meth:`make` gives
-        them (what summary.json's ``op_series`` table holds, without a record made)."""
-        n, steps = len(self), self._table["calls"].shape[1] if len(self) else 0
+_STRINGS: dict[str, pl.DataType] = {
+    "name": pl.String(),
+    "context": pl.List(pl.String),
+    "kind": pl.String(),
+    "kernels": pl.List(pl.String),
+    "order": pl.Int64(),
+}
+OP_SERIES_SCHEMA = pl.Schema(
+    _STRINGS
+    | {k: pl.List(pl.Int64) for k in ("calls", *COUNT_SERIES)}
+    | {k: pl.List(pl.Float64) for k in (*OP_SERIES[1:], "launch_us")}
+)
+"""The op series of a ``diff_profile`` (:func:`op_series`): one row per op path, sorted by
+(context, name); per series a list of one value per step, in the order of ``steps``
+(``launch_us``: null where the step launched nothing; ``order``, ``runtime_calls`` and
+``device_activities``: null where a summary written before them is read)."""
 
-        def lists(name: str, values: np.ndarray, dtype: pl.DataType) -> pl.Series:
-            flat = pl.Series(name, values.reshape(-1))
-            if dtype == pl.Float64:
-                flat = round_as_python(flat, 3).fill_nan(None) if name == "launch_us" else flat
-            return (
-                flat.reshape((n, steps)).cast(pl.List(dtype))
-                if n
-                else pl.Series(name, [], pl.List(dtype))
-            )
 
-        columns = [
-            pl.Series("name", [p[-1] for p in self._names], dtype=pl.String),
-            pl.Series("context", [p[:-1] for p in self._names], dtype=pl.List(pl.String)),
-            pl.Series("kind", self._kinds, dtype=pl.String),
-            self._kernels.fill_null([]).cast(pl.List(pl.String)).alias("kernels"),
-            *(lists(k, self._table[k] / 1000, pl.Float64()) for k in OP_SERIES[1:]),
-            lists("launch_us", self._table["launch_us"] / 1000, pl.Float64()),
-            lists("calls", self._table["calls"], pl.Int64()),
-            *(lists(k, self._table[k], pl.Int64()) for k in COUNT_SERIES),
-            pl.Series("order", self._first, dtype=pl.Int64),
-        ]
-        return pl.DataFrame(columns)
+def _list_column(name: str, values: np.ndarray) -> pl.Series:
+    """A paths x steps table as a List column (NaN: null)."""
+    dtype = pl.Int64 if values.dtype.kind in "iu" else pl.Float64
+    if values.shape[1] == 0:
+        return pl.Series(name, [[] for _ in range(values.shape[0])], dtype=pl.List(dtype))
+    column = pl.Series(name, values).cast(pl.List(dtype))
+    if dtype == pl.Float64:
+        column = column.list.eval(pl.element().fill_nan(None))
+    return column
 
-    def make(self, start: int, stop: int) -> list[dict[str, Any]]:
-        # whole tables into lists at once: a NumPy call per row and series took 1.3 s of
-        # 100,000 ops; ns / 1000 is already the nearest double to the three-decimal µs figure
-        part = {k: v[start:stop] for k, v in self._table.items()}
-        series = {k: part[k].tolist() for k in ("calls", *COUNT_SERIES)} | {
-            k: (part[k] / 1000).tolist() for k in OP_SERIES[1:]
-        }
-        launch_us = [
-            [None if v != v else round(v / 1000, 3) for v in values]
-            for values in part["launch_us"].tolist()
-        ]
-        kernels = self._kernels.slice(start, stop - start).to_list()
-        return [
-            {
-                "name": self._names[start + i][-1],
-                "context": self._names[start + i][:-1],
-                "kind": self._kinds[start + i],
-                "kernels": kernels[i] or [],
-                **{k: series[k][i] for k in OP_SERIES},
-                "launch_us": launch_us[i],
-                **{k: series[k][i] for k in COUNT_SERIES},
-                "order": self._first[start + i],
-            }
-            for i in range(stop - start)
-        ]
+
+def op_series_frame(records: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
+    """The op series of a ``summary.json`` or ``diff.json`` of version 1 (a list of records, one
+    per op path, as :func:`op_series` used to make them) as the frame :func:`op_series` makes;
+    the keys such a document may lack (``runtime_calls``, ``device_activities``, ``order``)
+    null."""
+    columns = {
+        k: [r.get(k) for r in records]
+        for k in OP_SERIES_SCHEMA.names()
+        if k not in ("kernels", "context")
+    }
+    columns["kernels"] = [r.get("kernels") or [] for r in records]
+    columns["context"] = [r["context"] for r in records]
+    return pl.DataFrame(columns, schema=OP_SERIES_SCHEMA, strict=False)
 
 
 def step_parts(

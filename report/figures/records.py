@@ -121,16 +121,16 @@ class FrameRecords(Records[Any]):
         return [dict(zip(names, row)) for row in zip(*(c.to_list() for c in part.get_columns()))]
 
 
-class Listed(Records[T]):
-    """A list, as a :class:`Records`: :func:`json_pieces` writes it a chunk at a time instead of
-    as one piece of text (a diff's 100,000 aligned ops are 440 MB of JSON)."""
+class Rows(Records[dict[str, Any]]):
+    """The rows of a frame as records, values as they are (a ``diff_profile``'s op series in
+    a document written whole: tests, a summary of version 1)."""
 
-    def __init__(self, items: list[T]) -> None:
-        super().__init__(len(items))
-        self._items = items
+    def __init__(self, frame: pl.DataFrame) -> None:
+        super().__init__(frame.height)
+        self._frame = frame
 
-    def make(self, start: int, stop: int) -> list[T]:
-        return self._items[start:stop]
+    def make(self, start: int, stop: int) -> list[dict[str, Any]]:
+        return self._frame.slice(start, stop - start).to_dicts()
 
 
 class Tagged(Records[dict[str, Any]]):
@@ -307,7 +307,8 @@ def _longest_string(text: bytes) -> int:
 def json_pieces(doc: object, *, text_limit: int | None = None) -> Iterator[bytes]:
     """``doc`` as indented JSON with sorted keys and a final newline, in pieces: the bytes of
     ``orjson.dumps(doc, option=OPT_INDENT_2 | OPT_SORT_KEYS | OPT_APPEND_NEWLINE)`` with every
-    :class:`Records` written as the list of its records, a chunk of records at a time.
+    :class:`Records` written as the list of its records, a chunk of records at a time (a frame
+    as the list of its rows).
 
     ``text_limit``: every string longer than this many characters is cut (:func:`cut_text`):
     a frame's records in its columns, other records where their JSON holds a string that long."""
@@ -315,6 +316,8 @@ def json_pieces(doc: object, *, text_limit: int | None = None) -> Iterator[bytes
     found: list[Records[Any]] = []
 
     def placeholder(obj: object) -> str:
+        if isinstance(obj, pl.DataFrame):
+            obj = Rows(obj)
         if not isinstance(obj, Records):
             raise TypeError(f"Type is not JSON serializable: {type(obj).__name__}")
         found.append(obj)

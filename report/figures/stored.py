@@ -225,7 +225,7 @@ def _restore_record(tables: Tables, keys: dict[str, Any], impl: dict[str, Any]) 
         profile["steps"] = parts["step"].to_list()
         profile["step_us"] = parts["step_us"].to_list()
         profile["parts_us"] = {p: parts[p].to_list() for p in parts.columns[2:]}
-        profile["ops"] = _dicts(tables, profile["ops"], keys)
+        profile["ops"] = tables.rows("op_series", keys, profile["ops"]["rows"])
 
 
 def read_summary(path: Path) -> Summary:

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 if TYPE_CHECKING:  # typing.NotRequired is 3.11+; only mypy reads these annotations
     from typing import NotRequired
 
+    import polars as pl
+
 
 class FileRecord(TypedDict):
     """A file of the run (the manifest's ``files``)."""
@@ -267,7 +269,7 @@ class DiffProfile(TypedDict):
     steps: list[int]
     step_us: list[float]
     parts_us: dict[str, list[float]]
-    ops: Sequence[dict[str, Any]]  # a list, or .records.Records until written
+    ops: pl.DataFrame  # one row per op path (.diff_profile.OP_SERIES_SCHEMA)
     # bytes_moved / flops per call, where the run's manifest declares them
     declared: NotRequired[dict[str, float]]
 

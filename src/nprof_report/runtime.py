@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import gc
 import os
 import sys
@@ -22,6 +23,7 @@ __all__ = [
     "LEAVE_FAST",
     "MALLOC_CONF",
     "collector_paused",
+    "give_back_memory",
     "leave",
     "prestart",
     "tune",
@@ -49,6 +51,16 @@ def tune() -> None:
     """Set the allocator and BLAS variables where the user has not (before Polars is imported)."""
     os.environ.setdefault(*MALLOC_CONF)
     os.environ.setdefault(*BLAS_THREADS)
+
+
+def give_back_memory() -> None:
+    """Collect garbage and return the C heap's free pages to the system (glibc's
+    ``malloc_trim``; elsewhere the collection alone). Between the two sides of a diff: the first
+    side's analysis leaves freed pages that the second's would not all reuse (530 MB trace
+    against a copy: the diff's peak 720 -> 684 MiB)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def leave(status: int = 0) -> None:
