@@ -43,6 +43,7 @@ def random_trace(rng: random.Random, *, max_events: int = 30) -> dict[str, Any]:
     tids = [1, 2][: rng.randint(1, 2)]
     events: list[dict[str, Any]] = []
     scopes: list[int] = []  # External ids of ops and annotations
+    scope_tids: list[int] = []  # the thread of each
     ext = 100
     corr = 5000
 
@@ -59,12 +60,18 @@ def random_trace(rng: random.Random, *, max_events: int = 30) -> dict[str, Any]:
             # a repeated External id (none of the public traces has one): PyTorch gives the
             # kernels to every scope with the id; not in the layout that lost the link, where
             # the reference's link is an inference
+            # Repeated on the same thread only: across threads PyTorch moves a runtime call to
+            # the last scope's thread and nests it there, and ops does not (RULES.md §3, the
+            # known difference; tests/test_reference_overlaps.py holds it as a strict xfail)
             repeat = scopes and not lost_link and rng.random() < 0.05
-            ext_id = rng.choice(scopes) if repeat else (ext := ext + 1)
+            same_thread = [x for x, t in zip(scopes, scope_tids) if t == tid]
+            repeat = repeat and bool(same_thread)
+            ext_id = rng.choice(same_thread) if repeat else (ext := ext + 1)
             events.append(
                 _x("cpu_op", rng.choice(_OP_NAMES), tid, start, dur, **{"External id": ext_id})
             )
             scopes.append(ext_id)
+            scope_tids.append(tid)
         elif kind < 0.55:
             ext += 1
             events.append(
@@ -78,6 +85,7 @@ def random_trace(rng: random.Random, *, max_events: int = 30) -> dict[str, Any]:
                 )
             )
             scopes.append(ext)
+            scope_tids.append(tid)
             if rng.random() < 0.3:  # the annotation's device-side span
                 events.append(
                     _x(
