@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,16 @@ def cpu_report(cpu_run: Path) -> Path:
 
     build_report([cpu_run])
     return cpu_run / "report"
+
+
+def run_cli(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``python -m nprof_report ARGS`` in a process of its own, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "nprof_report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # --- only our lines on stderr (issue 27, part 5) -------------------------------------------------

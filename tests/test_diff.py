@@ -11,8 +11,6 @@ import json
 import random
 import re
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -31,7 +29,7 @@ from nprof_report.report.diff.inputs import load_side
 from nprof_report.report.diff.render import diff_files
 from nprof_report.report.diff.stats import between_runs, difference, differences
 from nprof_report.report.publish import publish
-from tests.conftest import NEURON
+from tests.conftest import NEURON, run_cli
 from tests.diff_traces import model, write_trace
 
 MM = "## forward ## > aten::linear > aten::mm"
@@ -517,38 +515,29 @@ def test_stored_documents_are_checked(tmp_path: Path, planted: dict[str, Any]) -
         compare(summary, planted["new"])
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nprof_report", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 @pytest.mark.slow
 def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
     base, new = planted["base"], planted["new"]
     same = write_trace(tmp_path / "same.json", model(), seed=9)
-    ok = _cli("check", same, "--baseline", base)
+    ok = run_cli("check", same, "--baseline", base)
     assert ok.returncode == 0, ok.stderr
     notes = ok.stderr.strip().splitlines()
     assert all(line.startswith("nprof-report: note: ") for line in notes)
     assert any("the same work per step as the baseline" in line for line in notes)
     assert any("noise between runs is unknown" in line for line in notes)
     # several baselines: their spread is the noise (two runs: a wide interval)
-    two = _cli("check", same, "--baseline", base, "--baseline", same, "--out", tmp_path / "two")
+    two = run_cli("check", same, "--baseline", base, "--baseline", same, "--out", tmp_path / "two")
     assert two.returncode == 0, two.stderr
     record = json.loads((tmp_path / "two" / "diff.json").read_text())["check"]
     assert record["baselines"] == [str(base), str(same)]
     # NEW adds an op: the structural metrics fail it by default, whatever the time
-    added = _cli("check", new, "--baseline", base)
+    added = run_cli("check", new, "--baseline", base)
     assert added.returncode == 1
     failed = [x for x in added.stderr.splitlines() if x.startswith("nprof-report: regression: ")]
     assert len(failed) == 3 and "added aten::dropout" in failed[0]
-    allowed = _cli("check", new, "--baseline", base, "--max-count-increase", "1")
+    allowed = run_cli("check", new, "--baseline", base, "--max-count-increase", "1")
     assert allowed.returncode == 0, allowed.stderr
-    bad = _cli(
+    bad = run_cli(
         "check", new, "--baseline", base, "--metric", "step", "--metric", "device",
         "--strict-time", "--out", tmp_path / "gate",
     )  # fmt: skip
@@ -560,10 +549,10 @@ def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
     assert [r["failed"] for r in written["results"]] == [True, True]
     assert str(tmp_path / "gate" / "diff.pdf") in bad.stdout.splitlines()
     # the same time regression with one baseline and no --strict-time: advice, exit 0
-    advice = _cli("check", new, "--baseline", base, "--metric", "step", "--metric", "device")
+    advice = run_cli("check", new, "--baseline", base, "--metric", "step", "--metric", "device")
     assert advice.returncode == 0, advice.stderr
     assert "time (advice, one baseline: the noise between runs is unknown)" in advice.stderr
-    op = _cli(
+    op = run_cli(
         "check", new, "--baseline", base, "--op", "aten::mm", "--metric", "device", "--strict-time"
     )
     assert op.returncode == 1
@@ -576,14 +565,14 @@ def test_check_exit_codes(planted: dict[str, Any], tmp_path: Path) -> None:
         ((new, "--baseline", base, "--max-count-increase", "-1"), "--max-count-increase"),
         ((new, "--baseline", base, "--metric", "bytes"), "neither run declares it"),
     ):
-        r = _cli("check", *args)
+        r = run_cli("check", *args)
         assert r.returncode == 2, (args, r.stderr)
         assert message in r.stderr.strip().splitlines()[-1]  # after click's usage, if any
     cpu = write_trace(tmp_path / "cpu.json", model(device=False), seed=5)
-    r = _cli("check", cpu, "--baseline", cpu, "--metric", "device")
+    r = run_cli("check", cpu, "--baseline", cpu, "--metric", "device")
     assert r.returncode == 2
     assert "no device time per step in BASE" in r.stderr
-    r = _cli("diff", base, tmp_path / "nothing", "--out", tmp_path / "o")
+    r = run_cli("diff", base, tmp_path / "nothing", "--out", tmp_path / "o")
     assert r.returncode == 2
     assert r.stderr.strip() == f"nprof-report: error: {tmp_path / 'nothing'}: does not exist"
     assert not (tmp_path / "o").exists()

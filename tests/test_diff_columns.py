@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from nprof_report.report.diff.render import diff_files
 from nprof_report.report.diff.stats import MAX_BOOTSTRAP_STEPS, difference, row_differences
 from nprof_report.report.figures import OP_SERIES_SCHEMA
 from nprof_report.report.publish import publish
+from tests.conftest import run_cli
 from tests.diff_traces import model, write_trace
 from tests.test_diff import assert_same_pairs
 
@@ -34,15 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "summary-v1-e9b1ca6.json"
 """A summary.json of version 1 made by nprof-report at commit e9b1ca6 from the trace
 ``write_trace(Path("base.json"), model(), seed=1)`` (summary-v1-e9b1ca6.txt)."""
-
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nprof_report", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
 
 
 def _same_sides(a: Any, b: Any) -> None:
@@ -75,8 +66,8 @@ def test_a_version_1_summary_is_the_baseline_its_trace_is(tmp_path: Path) -> Non
     failures = check([from_trace], **kw)
     assert failures and failures == check([from_summary], **kw)
     assert "added aten::dropout" in failures[0]
-    assert _cli("check", new, "--baseline", stored).returncode == 1
-    assert _cli("check", base, "--baseline", stored).returncode == 0
+    assert run_cli("check", new, "--baseline", stored).returncode == 1
+    assert run_cli("check", base, "--baseline", stored).returncode == 0
 
 
 def _rows(draw: Any, rows: int, steps: int) -> np.ndarray:
@@ -182,19 +173,19 @@ def test_diff_json_version_2_is_small_and_its_parquet_holds_every_op(tmp_path: P
 def test_a_missing_or_damaged_table_of_a_baseline_is_bad_input(tmp_path: Path) -> None:
     base = write_trace(tmp_path / "base.json", model(), seed=1)
     out = tmp_path / "out"
-    assert _cli("diff", base, base, "--out", out).returncode == 0
+    assert run_cli("diff", base, base, "--out", out).returncode == 0
     table = out / "data" / "diff_op_series.parquet"
     data = bytearray(table.read_bytes())
-    assert _cli("check", base, "--baseline", out / "diff.json").returncode == 0
+    assert run_cli("check", base, "--baseline", out / "diff.json").returncode == 0
     data[len(data) // 2] ^= 0xFF
     table.write_bytes(bytes(data))
-    damaged = _cli("check", base, "--baseline", out / "diff.json")
+    damaged = run_cli("check", base, "--baseline", out / "diff.json")
     assert damaged.returncode == 2
     assert damaged.stderr.splitlines() == [
         f"nprof-report: error: {table}: is not the file diff.json lists (its sha256 differs)"
     ]
     table.unlink()
-    missing = _cli("check", base, "--baseline", out / "diff.json")
+    missing = run_cli("check", base, "--baseline", out / "diff.json")
     assert missing.returncode == 2
     (line,) = missing.stderr.splitlines()
     assert line.startswith(f"nprof-report: error: {table}: cannot be read")
@@ -219,5 +210,5 @@ def test_a_version_1_diff_json_is_still_a_baseline(tmp_path: Path) -> None:
     stored.parent.mkdir()
     stored.write_text(json.dumps(v1))
     _same_sides(load_side(stored), load_side(new))
-    assert _cli("check", new, "--baseline", stored).returncode == 0
-    assert _cli("check", new, "--baseline", base).returncode == 1
+    assert run_cli("check", new, "--baseline", stored).returncode == 0
+    assert run_cli("check", new, "--baseline", base).returncode == 1

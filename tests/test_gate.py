@@ -9,8 +9,6 @@ such captures vary by several times between runs here; the counts do not.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ import pytest
 
 from nprof_report.report.diff.command import check_regression, compare
 from nprof_report.report.figures import json_pieces, read_summary
+from tests.conftest import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = ROOT / "bench" / "gate_study.py"
@@ -44,21 +43,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"bases": bases, "extra": extra, "same": same}
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nprof_report", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
 def _baselines(paths: list[Path]) -> list[str | Path]:
     return [a for p in paths for a in ("--baseline", p)]
 
 
 def test_one_more_pass_fails_and_names_the_added_ops(runs: dict[str, Any], tmp_path: Path) -> None:
-    r = _cli("check", runs["extra"], *_baselines(runs["bases"]), "--out", tmp_path / "gate")
+    r = run_cli("check", runs["extra"], *_baselines(runs["bases"]), "--out", tmp_path / "gate")
     assert r.returncode == 1, r.stderr
     failures = [x for x in r.stderr.splitlines() if x.startswith("nprof-report: regression: ")]
     assert failures[0] == (
@@ -86,7 +76,7 @@ def test_same_code_passes_against_three_baselines(runs: dict[str, Any], tmp_path
     """Exit 0 on the same work. Time decides only where the three baselines agree within 5 %
     (1 try in 20 on this machine, bench/bench_gate.py); it cannot fail the gate otherwise, and
     says why."""
-    r = _cli("check", runs["same"], *_baselines(runs["bases"]), "--out", tmp_path / "gate")
+    r = run_cli("check", runs["same"], *_baselines(runs["bases"]), "--out", tmp_path / "gate")
     record = json.loads((tmp_path / "gate" / "diff.json").read_text())["check"]
     (result,) = record["results"]
     assert not any(c["failed"] for c in record["structure_results"])
@@ -118,11 +108,11 @@ def test_one_baseline_passes_on_structure_and_says_the_noise_is_unknown(
             for n in gate.notes
         )
         assert any("keep 3 baselines" in n for n in gate.notes)
-    r = _cli("check", runs["same"], "--baseline", runs["bases"][0])
+    r = run_cli("check", runs["same"], "--baseline", runs["bases"][0])
     assert r.returncode == 0, r.stderr
     assert "the noise between runs is unknown" in r.stderr
     # the extra pass fails against one baseline too: on structure alone
-    r = _cli("check", runs["extra"], "--baseline", runs["bases"][0])
+    r = run_cli("check", runs["extra"], "--baseline", runs["bases"][0])
     assert r.returncode == 1
     failures = [x for x in r.stderr.splitlines() if x.startswith("nprof-report: regression: ")]
     assert len(failures) == 1 and ADDED in failures[0]

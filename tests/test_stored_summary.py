@@ -8,8 +8,6 @@ naming its file; version-1 documents are still read.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from nprof_report.report.figures import (
     store_summary,
 )
 from nprof_report.report.jobs import Engine
-from tests.conftest import NEURON, PUBLIC, PUBLIC_TRACES, SUMMARY_INPUTS
+from tests.conftest import NEURON, PUBLIC, PUBLIC_TRACES, SUMMARY_INPUTS, run_cli
 
 
 def _as_json(summary: Summary | dict[str, Any], limit: int = DOCUMENT_TEXT_CHARS) -> Any:
@@ -104,28 +102,25 @@ def test_the_document_keeps_the_rows_the_report_shows(tmp_path: Path) -> None:
     assert {r["name"] for r in shown} == {r["name"] for r in ranked[:25]}
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "nprof_report", *args], capture_output=True, text=True, timeout=300
-    )
-
-
 @pytest.mark.pdf
 def test_a_damaged_or_missing_table_is_one_line_naming_it(tmp_path: Path) -> None:
     trace = PUBLIC_TRACES["cuda2023"]
     out = tmp_path / "base"
     build_report([trace], out=out, use_cache=False)
-    assert _cli("check", str(trace), "--baseline", str(out / "summary.json")).returncode in (0, 1)
+    assert run_cli("check", str(trace), "--baseline", str(out / "summary.json")).returncode in (
+        0,
+        1,
+    )
     table = out / "data" / "op_series.parquet"
     data = bytearray(table.read_bytes())
     data[len(data) // 2] ^= 0xFF
     table.write_bytes(bytes(data))
-    damaged = _cli("check", str(trace), "--baseline", str(out / "summary.json"))
+    damaged = run_cli("check", str(trace), "--baseline", str(out / "summary.json"))
     assert damaged.returncode == 2
     lines = damaged.stderr.strip().splitlines()
     assert len(lines) == 1 and "op_series.parquet" in lines[0] and "sha256" in lines[0], lines
     table.unlink()
-    missing = _cli("diff", str(out / "summary.json"), str(trace), "--out", str(tmp_path / "d"))
+    missing = run_cli("diff", str(out / "summary.json"), str(trace), "--out", str(tmp_path / "d"))
     assert missing.returncode == 2
     lines = missing.stderr.strip().splitlines()
     assert len(lines) == 1 and "op_series.parquet" in lines[0], lines

@@ -241,7 +241,10 @@ def _cut_value(one: pl.Series, limit: int) -> str:
     # (13 ms a call with 800 names of 70,000 characters: 30 s of a build, issue 32)
     text = one.cast(pl.String).str
     length = int(text.len_chars().item())
-    head = lambda part: str(text.slice(0, part.stop).item())  # noqa: E731
+
+    def head(part: slice) -> str:
+        return str(text.slice(0, part.stop).item())
+
     was = _was_cut(str(text.slice(max(0, length - _TAIL_MAX)).item()))
     if was is not None:
         return _cut(was[0], head, was[1], limit)
