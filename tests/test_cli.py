@@ -156,6 +156,7 @@ def test_build_without_runs_says_what_to_do(
 def test_parse_and_build_modules_do_not_import_torch() -> None:
     code = (
         "import sys, nprof_report.cli, nprof_report.report.build, nprof_report.report.opsview;"
+        "import nprof_report.report.view.model, nprof_report.report.view.render;"
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -241,6 +241,7 @@ def test_parse_and_report_do_not_import_ray() -> None:
     code = (
         "import sys\n"
         "import nprof_report.cli, nprof_report.report.build, nprof_report.report.opsview\n"
+        "import nprof_report.report.view.model, nprof_report.report.view.render\n"
         "assert 'ray' not in sys.modules, 'ray imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -157,16 +157,21 @@ def per_step(
     ``extra_device_ns`` (Neuron), device time and activities per step come from the ops'
     attributed device time instead of the trace's device activities.
     """
-    ops = ctx.with_columns(top=(pl.col("cls") == "op") & ~pl.col("under_op")).filter(
-        pl.col("step").is_not_null()
-    )
-    op_rows = ops.group_by("step").agg(
-        top_ops=(pl.col("top")).sum().cast(pl.UInt32),
-        all_ops=(pl.col("cls") == "op").sum().cast(pl.UInt32),
-        dispatch_ns=pl.col("dur_ns").filter(pl.col("top")).sum(),
-        op_self_ns=pl.col("self_ns").filter(pl.col("cls") == "op").sum(),
-        runtime_calls=(pl.col("cls") == "runtime").sum().cast(pl.UInt32),
-        runtime_ns=pl.col("dur_ns").filter(pl.col("cls") == "runtime").sum(),
+    # lazy: only the columns the sums read are filtered (not a copy of every column of the ops)
+    op_rows = (
+        ctx.lazy()
+        .filter(pl.col("step").is_not_null())
+        .with_columns(top=(pl.col("cls") == "op") & ~pl.col("under_op"))
+        .group_by("step")
+        .agg(
+            top_ops=(pl.col("top")).sum().cast(pl.UInt32),
+            all_ops=(pl.col("cls") == "op").sum().cast(pl.UInt32),
+            dispatch_ns=pl.col("dur_ns").filter(pl.col("top")).sum(),
+            op_self_ns=pl.col("self_ns").filter(pl.col("cls") == "op").sum(),
+            runtime_calls=(pl.col("cls") == "runtime").sum().cast(pl.UInt32),
+            runtime_ns=pl.col("dur_ns").filter(pl.col("cls") == "runtime").sum(),
+        )
+        .collect()
     )
     if extra_device_ns:
         dev_rows = (
@@ -211,6 +216,14 @@ def per_top_op(
     top = ctx.select("event_id", "name", "dur_ns", "cls", "under_op", "step").filter(
         (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
     )
+    # the ops under those top-level ops only: outside the steps there may be many more (a
+    # 530 MB trace: 33,000 top-level ops in steps, 308,000 in all; their sums were 70 MiB)
+    in_steps = (
+        ctx.lazy()
+        .select("event_id", "top_id", "cls", "self_ns", "start_ns")
+        .filter(pl.col("top_id").is_in(top["event_id"].implode()))
+        .collect()
+    )
     kernels = (
         frames.links.filter(pl.col("kind") == "op->device")
         .join(frames.device.select(pl.col("event_id").alias("dst_id"), "dur_ns"), on="dst_id")
@@ -220,25 +233,22 @@ def per_top_op(
         kernels = pl.concat([kernels, _extra_device(frames, extra_device_ns).drop("step")])
     # Device time of a top-level op includes what its nested ops launched.
     dev_by_top = (
-        kernels.join(ctx.select("event_id", "top_id"), on="event_id")
+        kernels.join(in_steps.select("event_id", "top_id"), on="event_id")
         .group_by("top_id")
         .agg(pl.col("dev_ns").sum(), pl.len().alias("device_activities"))
     )
     # Per call: framework self time and runtime-call time of the op's whole subtree, and the
     # launch latency (device start - runtime call start) of what it launched.
-    subtree = (
-        ctx.select("top_id", "cls", "self_ns")
-        .filter(pl.col("top_id").is_not_null())
-        .group_by("top_id")
-        .agg(
-            fw_ns=pl.col("self_ns").filter(pl.col("cls") != "runtime").sum(),
-            rt_ns=pl.col("self_ns").filter(pl.col("cls") == "runtime").sum(),
-        )
+    subtree = in_steps.group_by("top_id").agg(
+        fw_ns=pl.col("self_ns").filter(pl.col("cls") != "runtime").sum(),
+        rt_ns=pl.col("self_ns").filter(pl.col("cls") == "runtime").sum(),
     )
     launches = (
         frames.links.select("kind", "src_id", "dst_id")
         .filter(pl.col("kind") == "runtime->device")
-        .join(ctx.select(pl.col("event_id").alias("src_id"), "start_ns", "top_id"), on="src_id")
+        .join(
+            in_steps.select(pl.col("event_id").alias("src_id"), "start_ns", "top_id"), on="src_id"
+        )
         .join(
             frames.device.select(
                 pl.col("event_id").alias("dst_id"), pl.col("start_ns").alias("dev_start")
@@ -315,9 +325,12 @@ def analyse(loaded: LoadedSource, *, figures: bool = True) -> ImplementationAnal
         top_ops=per_top_op(frames, ctx, steps.height, extra) if figures else pl.DataFrame(),
         dispatch_samples_us=[
             d / 1000
-            for d in ctx.filter(
-                (pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null()
-            )["dur_ns"].to_list()
+            for d in ctx.lazy()
+            .filter((pl.col("cls") == "op") & ~pl.col("under_op") & pl.col("step").is_not_null())
+            .select("dur_ns")
+            .collect()
+            .to_series()
+            .to_list()
         ]
         if figures
         else [],

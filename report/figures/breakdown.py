@@ -76,32 +76,53 @@ def op_context(
             )
     # the new columns beside the frame's own (a join would copy every column: 150 MB at 1.5
     # million ops, held through the analysis)
-    ctx = ops.with_columns(_context(ops))
+    eid = ops["event_id"].to_numpy()
+    is_op = (ops["cls"] == "op").fill_null(False).to_numpy()
+    under, top_id = _context(ops, eid, is_op)
     by_op = pl.lit(False)
     if links is not None and links.height:
-        in_op = ctx.filter((pl.col("cls") == "op") | pl.col("under_op"))["event_id"]
-        made = links.filter(
-            (pl.col("kind") == "op->runtime") & pl.col("src_id").is_in(in_op.implode())
-        )
-        by_op = pl.col("event_id").is_in(made["dst_id"].implode())
-    return ctx.with_columns(launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op))
+        # the calls linked to an op or to a scope inside one, found by row (a set of the 1.5
+        # million ids of such ops took 40 MiB at the peak of ``build``; issue 32)
+        op_rt = links.filter(pl.col("kind") == "op->runtime")
+        rows = row_of(eid, op_rt["src_id"].fill_null(-1).to_numpy())
+        made = (rows >= 0) & (is_op | under)[np.maximum(rows, 0)]
+        by_op = pl.col("event_id").is_in(op_rt["dst_id"].filter(pl.Series(made)).implode())
+    return ops.with_columns(pl.Series("under_op", under, dtype=pl.Boolean), top_id).with_columns(
+        launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op)
+    )
 
 
-def _context(ops: pl.DataFrame) -> list[pl.Series]:
-    """``under_op`` and ``top_id`` of every op in frame order, a depth level at a time in NumPy
-    (Python dicts of 1.5 million ops took 460 MB at the peak of ``build``); an op whose parent
-    is not among ``ops`` or not shallower is at the top, as it would be met first."""
-    eid = ops["event_id"].to_numpy()
+def row_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The row of each of ``keys`` in ``ids`` (distinct), -1 where it is not there. Sorted ids
+    (the ops' event ids in file order) are searched as they are: no sorted copy is made."""
+    n = len(ids)
+    if not n:
+        return np.full(len(keys), -1, dtype=np.int64)
+    ascending = bool(np.all(ids[1:] > ids[:-1]))
+    sorter = None if ascending else np.argsort(ids, kind="stable")
+    pos = np.searchsorted(ids, keys, sorter=sorter)
+    np.minimum(pos, n - 1, out=pos)
+    if sorter is not None:
+        pos = sorter[pos]
+        del sorter
+    pos[ids[pos] != keys] = -1
+    return pos
+
+
+def _context(ops: pl.DataFrame, eid: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, pl.Series]:
+    """``under_op`` and ``top_id`` of every op in frame order (``eid``: their event ids,
+    ``is_op``: which are framework ops), a depth level at a time in NumPy (Python dicts of 1.5
+    million ops took 460 MB at the peak of ``build``); an op whose parent is not among ``ops``
+    or not shallower is at the top, as it would be met first."""
     n = len(eid)
     under = np.zeros(n, dtype=bool)
     top = np.full(n, -1, dtype=np.int64)
     if n:
-        is_op = (ops["cls"] == "op").fill_null(False).to_numpy()
         depth = ops["depth"].to_numpy()
-        parent = ops["parent_id"].fill_null(-1).to_numpy()
-        sorter = np.argsort(eid, kind="stable")
-        pos = sorter[np.minimum(np.searchsorted(eid, parent, sorter=sorter), n - 1)]
-        has = (parent >= 0) & (eid[pos] == parent) & (depth[pos] < depth)
+        pos = row_of(eid, ops["parent_id"].fill_null(-1).to_numpy())
+        has = pos >= 0
+        np.maximum(pos, 0, out=pos)
+        has &= depth[pos] < depth
         order = np.argsort(depth, kind="stable")
         for level in np.split(order, np.flatnonzero(np.diff(depth[order])) + 1):
             p, h = pos[level], has[level]
@@ -109,19 +130,18 @@ def _context(ops: pl.DataFrame) -> list[pl.Series]:
             inherited = np.where(h, top[p], -1)
             top[level] = np.where(inherited >= 0, inherited, np.where(is_op[level], eid[level], -1))
     top_id = pl.Series("top_id", top, dtype=pl.Int64)
-    return [
-        pl.Series("under_op", under, dtype=pl.Boolean),
-        top_id.set(top_id < 0, None),
-    ]
+    return under, top_id.set(top_id < 0, None)
 
 
-def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
+def main_thread(ctx: pl.DataFrame) -> pl.LazyFrame:
     """Events of each step on the thread that dispatched most of its top-level ops.
 
     Other threads (a driver's stream track, helper threads) run concurrently, so their time does
-    not add up inside the step.
+    not add up inside the step. Lazy: the caller's ``select`` and ``filter`` reach the frame
+    before anything is copied (a filtered copy of every column of 1.5 million ops was 120 MB at
+    ``build``'s peak, made three times; issue 32).
     """
-    inside = ctx.filter(pl.col("step").is_not_null())
+    inside = ctx.lazy().filter(pl.col("step").is_not_null())
     tops = inside.filter((pl.col("cls") == "op") & ~pl.col("under_op"))
     main = (
         tops.group_by("step", "thread")
@@ -133,16 +153,23 @@ def main_thread(ctx: pl.DataFrame) -> pl.DataFrame:
     return inside.join(main, on=["step", "thread"])
 
 
-def host_events(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+def host_events(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.LazyFrame:
     """:func:`main_thread`'s events without the steps' own annotations (``ProfilerStep#N``, or
-    the user annotation whose instances are the steps: same name, start and end as its step)."""
+    the user annotation whose instances are the steps: same name, start and end as its step).
+    Lazy, as :func:`main_thread`."""
     inside = main_thread(ctx)
     is_step = pl.col("name").cast(pl.String).str.starts_with("ProfilerStep#")
     if "name" in steps.columns:
         keys = steps.select("step", pl.col("name").alias("_name"), "start_ns", "end_ns").unique()
-        own = inside.select(
-            "event_id", "step", "start_ns", "end_ns", _name=pl.col("name").cast(pl.String)
-        ).join(keys, on=["step", "_name", "start_ns", "end_ns"], how="semi")["event_id"]
+        own = (
+            inside.select(
+                "event_id", "step", "start_ns", "end_ns", _name=pl.col("name").cast(pl.String)
+            )
+            .join(keys.lazy(), on=["step", "_name", "start_ns", "end_ns"], how="semi")
+            .select("event_id")
+            .collect()
+            .to_series()
+        )
         is_step = is_step | pl.col("event_id").is_in(own.implode())
     return inside.filter(~((pl.col("cls") == "annotation") & is_step))
 
@@ -170,8 +197,10 @@ def host_breakdown(ctx: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit(SYNC))
     )
     # of equal events the later in the file is the inner one, as PyTorch's stable sort nests it
-    events = host.select("step", "start_ns", "end_ns", "event_id", kind=kind.cast(pl.Int8)).sort(
-        ["step", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False]
+    events = (
+        host.select("step", "start_ns", "end_ns", "event_id", kind=kind.cast(pl.Int8))
+        .sort(["step", "start_ns", "end_ns", "event_id"], descending=[False, False, True, False])
+        .collect()
     )
     bounds = steps.select("step", "start_ns", "end_ns")
     sums = exclusive_parts(
@@ -298,7 +327,7 @@ def device_gaps(
             pl.when(_launch(ctx)).then(pl.lit("runtime call")).otherwise(pl.lit("synchronization"))
         )
         .otherwise(pl.lit("host dispatch")),
-    )
+    ).collect()
     merged = merge_intervals(busy)
     busy_starts = [s for s, _ in merged]
     busy_ends = [e for _, e in merged]
@@ -424,7 +453,7 @@ def timeline(
         return []
     row = frames.steps.filter(pl.col("step") == step).row(0, named=True)
     s0, e0 = row["start_ns"], row["end_ns"]
-    host = host_events(ctx, frames.steps).filter(pl.col("step") == step)
+    host = host_events(ctx, frames.steps).filter(pl.col("step") == step).collect()
     bars: list[TimelineBar] = []
     if not host.is_empty():
         base = int(host["depth"].min())  # type: ignore[arg-type]

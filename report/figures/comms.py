@@ -69,14 +69,21 @@ def kind_of(name: str) -> str | None:
     return next((kind for key, kind in KINDS if bare.startswith(key)), None)
 
 
-def _is_collective(backends: frozenset[str]) -> pl.Expr:
-    name = pl.col("name").cast(pl.String)
+def _is_collective(ops: pl.DataFrame, backends: frozenset[str]) -> pl.Expr:
+    """Collective ops and annotations of ``ops``: category ``collective_comm``, a ``c10d::`` or
+    ``record_param_comms`` name, or an annotation named ``<backend>:...``.
+
+    The names are tested once each, among the distinct names: text made of every op's name was
+    85 MB at ``build``'s peak on 1.5 million ops (issue 32)."""
+    names = ops.select(pl.col("name").unique().drop_nulls().cast(pl.String))
+    name = pl.col("name")
     prefix = name.str.extract(r"^([A-Za-z0-9_]+):[^:]", 1)
+    by_name = names.filter(name.str.starts_with("c10d::") | (name == "record_param_comms"))
+    by_backend = names.filter(prefix.is_in(list(backends)))
     return (
-        (pl.col("cat").cast(pl.String) == "collective_comm")
-        | name.str.starts_with("c10d::")
-        | (name == "record_param_comms")
-        | ((pl.col("cls").cast(pl.String) == "annotation") & prefix.is_in(list(backends)))
+        (pl.col("cat") == "collective_comm")
+        | pl.col("name").is_in(by_name["name"].implode())
+        | ((pl.col("cls") == "annotation") & pl.col("name").is_in(by_backend["name"].implode()))
     )
 
 
@@ -84,7 +91,8 @@ def spans(loaded: LoadedSource) -> pl.DataFrame:
     """Collective spans: ``thread, start_ns, end_ns, kind`` (nested collectives merged)."""
     backend = (loaded.frames.meta.distributed_info or {}).get("backend")
     backends = PG_BACKENDS | ({backend} if isinstance(backend, str) else set())
-    ops = loaded.frames.ops.filter(_is_collective(frozenset(backends))).select(
+    ops = loaded.frames.ops
+    ops = ops.filter(_is_collective(ops, frozenset(backends))).select(
         pl.col("thread").cast(pl.String), "start_ns", "end_ns", pl.col("name").cast(pl.String)
     )
     if ops.is_empty():
@@ -146,11 +154,16 @@ def device_comm(loaded: LoadedSource, host_spans: pl.DataFrame) -> pl.DataFrame:
             on="event_id",
         ).select("step", "kind", "dur_ns")
     linked = op_device.select("dst_id").collect()["dst_id"].implode()
-    name = pl.col("name").cast(pl.String).str.to_lowercase()
+    # the library's kernels by name, each distinct name tested once (not text of every row)
+    lower = pl.col("name").str.to_lowercase()
+    library = (
+        frames.device.select(pl.col("name").unique().drop_nulls().cast(pl.String))
+        .filter(pl.any_horizontal(lower.str.starts_with(p) for p in LIBRARY_KERNEL_PREFIXES))
+        .to_series()
+    )
     unlinked = (
         frames.device.lazy()
-        .filter(~pl.col("event_id").is_in(linked))
-        .filter(pl.any_horizontal(name.str.starts_with(p) for p in LIBRARY_KERNEL_PREFIXES))
+        .filter(pl.col("name").is_in(library.implode()) & ~pl.col("event_id").is_in(linked))
         .select("step", pl.lit(UNKNOWN_KIND).alias("kind"), "dur_ns")
         .collect()
     )
