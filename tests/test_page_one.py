@@ -19,7 +19,7 @@ import tinyhtml5
 
 from nprof_report.cli import main
 from nprof_report.report.figures import read_summary
-from tests.conftest import NEURON
+from tests.conftest import NEURON, PUBLIC
 from tests.summary_shape import assert_conforms
 from tests.test_report_golden import _check_numbers
 
@@ -465,6 +465,7 @@ def test_page_one_of_the_constructed_neuron_run(neuron_run: Path, tmp_path: Path
             f"{device} of device work"
         ) in page
     assert "Host dispatch / step" in page and "Bound by" in page
+    assert "NOT LIKE WITH LIKE" not in page
 
 
 @pytest.mark.pdf
@@ -474,6 +475,33 @@ def test_constructed_trees_say_so_at_the_top_of_page_one(tmp_path: Path) -> None
     assert _page_one(out).startswith("CONSTRUCTED, NOT CAPTURED: every input of this report")
     html = (out / "report.html").read_text()
     assert html.index('class="constructed"') < html.index("<h1>")
+
+
+@pytest.mark.pdf
+def test_traces_of_different_workloads_and_devices_are_not_compared_silently(
+    tmp_path: Path,
+) -> None:
+    """A CUDA benchmark whose profiled window is its one step, beside a CONSTRUCTED Neuron
+    tree with three ProfilerStep#N steps: page 1 says, before any ratio, that they measure
+    different spans on different devices (before this, only '335809.25x faster')."""
+    out = tmp_path / "unlike"
+    add = PUBLIC / "kineto-cuda-simple-add-benchmark.json"
+    _build([add, NEURON / "fused"], out)
+    page = _page_one(out)  # (the PDF's text breaks the long label across lines)
+    warning = page.index("NOT LIKE WITH LIKE: these traces do not measure the same thing.")
+    assert warning < page.index("fused is fastest")
+    for said in ("the whole profiled window is one step", "fused, the 3 ProfilerStep#N"):
+        assert warning < page.index(said) < page.index("fused is fastest")
+    html = (out / "report.html").read_text()
+    assert html.index("NOT LIKE WITH LIKE") < html.index("is fastest by")
+    assert (
+        "Steps: kineto-cuda-simple-add-benchmark, no ProfilerStep#N annotations: the whole "
+        "profiled window is one step; fused, the 3 ProfilerStep#N annotations." in html
+    )
+    assert (
+        "Device time from: kineto-cuda-simple-add-benchmark, device activities in trace.json; "
+        "fused, Neuron system trace." in html
+    )
 
 
 @pytest.mark.capture
@@ -489,6 +517,7 @@ def test_a_cpu_run_says_what_the_split_means_there(cpu_report: Path) -> None:
         from nprof_report.textout import format_time_us
 
         assert format_time_us(impl["headline"]["dispatch_per_step_us"]) in page
+    assert "NOT LIKE WITH LIKE" not in page
 
 
 def test_the_new_tables_read_keys_of_their_records() -> None:

@@ -41,6 +41,8 @@ from nprof_report.report.view.pageone import (
     fastest,
     listed,
     shown_comparisons,
+    step_rule_words,
+    unlike_sentence,
 )
 from nprof_report.report.view.ranksection import RanksSection, ranks_section
 from nprof_report.report.view.rooflineview import GLOSSARY as ROOFLINE_GLOSSARY
@@ -149,6 +151,7 @@ def build_model(summary: Summary) -> ReportModel:
     sweep = sweep_section(summary)
     roofline = roofline_section(summary)
     verdict = [
+        unlike_sentence(impls),
         fastest(impls, summary["comparisons"], wrong),
         failures_sentence(failures),
         bound_sentence(shown, run["backend"] if run else None),
@@ -414,17 +417,6 @@ def _section(impl: ImplementationRecord, shown: bool = True) -> ImplementationSe
         f". Device time from: {impl['device_time_source']}. Steps: {step_rule_words(impl)}."
     )
     return ImplementationSection(label, f"impl-{slug}", description, tables, shown)
-
-
-def step_rule_words(impl: ImplementationRecord) -> str:
-    """What the steps of ``impl`` are, in words (its ``step_rule``, ``parse/steps.py``)."""
-    rule = impl.get("step_rule") or "ProfilerStep"
-    n = impl["headline"]["steps"]
-    if rule.startswith("annotation:"):
-        return f"the {n} instances of the user annotation {rule[len('annotation:') :]!r}"
-    if rule == "window":
-        return "no ProfilerStep#N annotations: the whole profiled window is one step"
-    return f"the {n} ProfilerStep#N annotations"
 
 
 def _neuron_table(neuron: NeuronRecord, csv: str) -> Table:

@@ -74,6 +74,48 @@ def fastest(
     return text
 
 
+UNLIKE = "NOT LIKE WITH LIKE"
+"""How page 1 starts the sentence that says the implementations compared measure different
+things (:func:`unlike_sentence`)."""
+
+
+def unlike_sentence(impls: Sequence[ImplementationRecord]) -> str | None:
+    """Page 1's warning where the implementations compared do not measure the same thing: their
+    steps found by different rules (``ProfilerStep#N`` annotations against a whole profiled
+    window, ``parse/steps.py``), or their device time from different sources (a GPU's
+    activities, a Neuron system trace, none): traces of different workloads or platforms given
+    together, whose ratios compare different spans or different devices."""
+    differences = []
+    rules = {i.get("step_rule") or "ProfilerStep" for i in impls}
+    if len(rules) > 1:
+        differences.append(
+            "Steps: " + "; ".join(f"{i['label']}, {step_rule_words(i)}" for i in impls) + "."
+        )
+    sources = {i["label"]: i["device_time_source"].split(" (")[0] for i in impls}
+    if len(set(sources.values())) > 1:
+        differences.append(
+            "Device time from: " + "; ".join(f"{k}, {v}" for k, v in sources.items()) + "."
+        )
+    if not differences:
+        return None
+    return (
+        f"{UNLIKE}: these traces do not measure the same thing. {' '.join(differences)} Their "
+        "step times and ratios compare different spans or different devices; compare traces of "
+        "one workload, captured alike."
+    )
+
+
+def step_rule_words(impl: ImplementationRecord) -> str:
+    """What the steps of ``impl`` are, in words (its ``step_rule``, ``parse/steps.py``)."""
+    rule = impl.get("step_rule") or "ProfilerStep"
+    n = impl["headline"]["steps"]
+    if rule.startswith("annotation:"):
+        return f"the {n} instances of the user annotation {rule[len('annotation:') :]!r}"
+    if rule == "window":
+        return "no ProfilerStep#N annotations: the whole profiled window is one step"
+    return f"the {n} ProfilerStep#N annotations"
+
+
 def shown_comparisons(comparisons: Sequence[Comparison]) -> list[Mapping[str, Any]]:
     """The comparisons as their table shows them: where a side has one step, the noise cell
     says so (``one step: no spread``) instead of a verdict."""

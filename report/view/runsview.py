@@ -38,6 +38,7 @@ from nprof_report.report.view.pageone import (
     listed,
     ops_words,
     shown_comparisons,
+    unlike_sentence,
 )
 from nprof_report.report.view.safetext import show_bidi
 from nprof_report.report.view.sweepview import check_sentence
@@ -186,6 +187,8 @@ def _verdict(
         if not recs:
             continue
         where = f"In {run['name']}" + (f", at {size}" if size else "") + ": "
+        unlike = unlike_sentence(recs)
+        sentences += [where + unlike] if unlike else []
         sentences.append(where + fastest(recs, comparisons, wrong))
     base = runs[0]
     for run in runs[1:]:
