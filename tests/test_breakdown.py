@@ -17,6 +17,7 @@ from nprof_report.parse.frames import load_frames
 from nprof_report.report.figures.analyses import analyse
 from nprof_report.report.figures.breakdown import (
     GAP_CAUSES,
+    Busy,
     device_gaps,
     merge_intervals,
     merged_columns,
@@ -94,7 +95,7 @@ def test_gap_cause_synchronization_when_host_waits_outside_ops() -> None:
     steps = pl.DataFrame(
         {"step": [3], "start_ns": [0], "end_ns": [100]}, schema_overrides={"step": pl.Int32}
     )
-    gaps = device_gaps(ctx, steps, busy=[(20, 35), (90, 95)], copies=[], loads=[])
+    gaps = device_gaps(ctx, steps, busy=Busy.of([(20, 35), (90, 95)]), copies=[], loads=[])
     assert gaps.select("start_ns", "dur_ns", "cause").rows() == [
         (0, 20, "host dispatch"),
         (35, 55, "synchronization"),
@@ -250,4 +251,9 @@ def test_merged_columns_is_the_union_merge_intervals_gives(
     """The NumPy merge of the device's busy intervals (issue 32) against the reference loop."""
     starts = pl.Series([s for s, _ in intervals], dtype=pl.Int64)
     ends = pl.Series([e for _, e in intervals], dtype=pl.Int64)
-    assert merged_columns(starts, ends) == merge_intervals(intervals)
+    busy = merged_columns(starts, ends)
+    assert list(zip(busy.starts.tolist(), busy.ends.tolist())) == merge_intervals(intervals)
+    for s0, e0 in intervals[:5]:  # what reaches into a span, by bisection, as a scan finds it
+        assert busy.overlapping(s0, e0 + 1) == [
+            (s, e) for s, e in merge_intervals(intervals) if e > s0 and s < e0 + 1
+        ]

@@ -615,7 +615,7 @@ def test_large_samples_use_the_median_standard_error() -> None:
 
 
 def test_busy_time_within_steps_matches_clipping() -> None:
-    from nprof_report.report.figures.breakdown import merge_intervals
+    from nprof_report.report.figures.breakdown import Busy, merge_intervals
     from nprof_report.report.figures.diff_profile import _busy_within
 
     rng = random.Random(5)
@@ -634,8 +634,8 @@ def test_busy_time_within_steps_matches_clipping() -> None:
         sum(max(0, min(e, e0) - max(s, s0)) for s, e in merged)
         for s0, e0 in zip(bounds["start_ns"], bounds["end_ns"])
     ]
-    assert _busy_within(merged, bounds, bounds["step"]) == expected
-    assert _busy_within([], bounds, bounds["step"]) == [0] * 60
+    assert _busy_within(Busy.of(intervals), bounds, bounds["step"]) == expected
+    assert _busy_within(Busy.of([]), bounds, bounds["step"]) == [0] * 60
 
 
 def _declaring(side: Any, run: dict[str, Any] | None = None, **declared: float) -> Any:

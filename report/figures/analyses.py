@@ -34,9 +34,9 @@ from nprof_report.parse import (
     key_averages,
 )
 from nprof_report.report.figures.breakdown import (
+    Busy,
     device_gaps,
     host_breakdown,
-    merge_intervals,
     merged_columns,
     op_chains,
     op_context,
@@ -304,9 +304,10 @@ def analyse(loaded: LoadedSource, *, figures: bool = True) -> ImplementationAnal
     if steps.is_empty():
         notes.append(f"{source.label}: the trace holds no events in a step; step figures are empty")
     step_time = distribution([d / 1000 for d in steps["dur_ns"].to_list()])
-    # merged once (every reader merges them again, which leaves a union as it is)
-    busy = merge_intervals(loaded.neuron_busy) or merged_columns(
-        frames.device["start_ns"], frames.device["end_ns"]
+    busy = (
+        Busy.of(loaded.neuron_busy)
+        if loaded.neuron_busy
+        else merged_columns(frames.device["start_ns"], frames.device["end_ns"])
     )
     copy_rows = frames.device.filter(pl.col("cat") == "gpu_memcpy")
     copies = list(zip(copy_rows["start_ns"].to_list(), copy_rows["end_ns"].to_list()))

@@ -29,7 +29,7 @@ Neuron load (*compilation or loading*), else *host outside ops*.
 
 from __future__ import annotations
 
-import bisect
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -294,12 +294,39 @@ def merge_intervals(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def merged_columns(starts: pl.Series, ends: pl.Series) -> list[tuple[int, int]]:
-    """:func:`merge_intervals` of the intervals ``[starts, ends)`` given as columns, done in
-    NumPy: no Python pair is made of an interval that merges into another (290,000 device
-    activities of a 530 MB trace were 35 MB of pairs held through the analysis, issue 32)."""
+@dataclass(frozen=True)
+class Busy:
+    """Where the device is busy: sorted, disjoint intervals ``[starts[i], ends[i])`` in ns, as
+    two arrays (the 230,000 intervals of a 530 MB trace were 30 MB of Python pairs, held through
+    the analysis and copied by each reader; issue 32)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+    @staticmethod
+    def of(intervals: list[tuple[int, int]]) -> Busy:
+        """The union of ``intervals`` (:func:`merge_intervals`)."""
+        merged = merge_intervals(intervals)
+        return Busy(
+            np.array([s for s, _ in merged], dtype=np.int64),
+            np.array([e for _, e in merged], dtype=np.int64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def overlapping(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The intervals that reach into ``[start, end)``, whole (by two binary searches)."""
+        lo = int(np.searchsorted(self.ends, start, side="right"))
+        hi = int(np.searchsorted(self.starts, end, side="left"))
+        return list(zip(self.starts[lo:hi].tolist(), self.ends[lo:hi].tolist()))
+
+
+def merged_columns(starts: pl.Series, ends: pl.Series) -> Busy:
+    """The union of the intervals ``[starts, ends)`` given as columns, in NumPy: no Python pair
+    is made of an interval that merges into another."""
     if starts.is_empty():
-        return []
+        return Busy(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     s, e = starts.to_numpy(), ends.to_numpy()
     order = np.lexsort((e, s))
     s, e = s[order], e[order]
@@ -307,13 +334,13 @@ def merged_columns(starts: pl.Series, ends: pl.Series) -> list[tuple[int, int]]:
     # a new interval starts where its start lies beyond everything before it
     first = np.flatnonzero(np.concatenate([[True], s[1:] > reach[:-1]]))
     last = np.concatenate([first[1:] - 1, [len(s) - 1]])
-    return list(zip(s[first].tolist(), reach[last].tolist()))
+    return Busy(s[first].astype(np.int64), reach[last].astype(np.int64))
 
 
 def device_gaps(
     ctx: pl.DataFrame,
     steps: pl.DataFrame,
-    busy: list[tuple[int, int]],
+    busy: Busy,
     copies: list[tuple[int, int]],
     loads: list[tuple[int, int]],
 ) -> pl.DataFrame:
@@ -328,18 +355,13 @@ def device_gaps(
         )
         .otherwise(pl.lit("host dispatch")),
     ).collect()
-    merged = merge_intervals(busy)
-    busy_starts = [s for s, _ in merged]
-    busy_ends = [e for _, e in merged]
     gap_step: list[int] = []
     gap_start: list[int] = []
     gap_end: list[int] = []
     for step, s0, e0 in zip(
         steps["step"].to_list(), steps["start_ns"].to_list(), steps["end_ns"].to_list()
     ):
-        # the busy intervals that reach into the step (disjoint and sorted, so by bisection)
-        lo, hi = bisect.bisect_right(busy_ends, s0), bisect.bisect_left(busy_starts, e0)
-        inside = [(max(s, s0), min(e, e0)) for s, e in merged[lo:hi]]
+        inside = [(max(s, s0), min(e, e0)) for s, e in busy.overlapping(s0, e0)]
         if not inside:
             continue
         edges = [s0, *[x for iv in inside for x in iv], e0]
@@ -441,9 +463,7 @@ def median_step(steps: pl.DataFrame) -> int | None:
 MAX_TIMELINE_BARS = 400
 
 
-def timeline(
-    ctx: pl.DataFrame, frames: TraceFrames, busy: list[tuple[int, int]]
-) -> list[TimelineBar]:
+def timeline(ctx: pl.DataFrame, frames: TraceFrames, busy: Busy) -> list[TimelineBar]:
     """Bars of the median step: framework ops by nesting level, runtime calls, device activity.
 
     Each bar is ``{lane, start_us, dur_us, label}`` with times relative to the step's start.
@@ -462,7 +482,7 @@ def timeline(
             bars.append(_bar(f"framework L{level}", r, s0))
     runtime = ctx.filter((pl.col("step") == step) & (pl.col("cls") == "runtime"))
     bars += [_bar("runtime", r, s0) for r in runtime.iter_rows(named=True)]
-    for s, e in merge_intervals([(s, e) for s, e in busy if e > s0 and s < e0]):
+    for s, e in busy.overlapping(s0, e0):
         bars.append(
             {"lane": "device", "start_us": (s - s0) / 1000, "dur_us": (e - s) / 1000, "label": ""}
         )

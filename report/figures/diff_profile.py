@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse import TraceFrames
-from nprof_report.report.figures.breakdown import merge_intervals
+from nprof_report.report.figures.breakdown import Busy
 from nprof_report.report.figures.records import cut_column
 from nprof_report.report.figures.summary_types import DiffProfile
 
@@ -372,7 +372,7 @@ def op_series_frame(records: Sequence[Mapping[str, Any]]) -> pl.DataFrame:
 def step_parts(
     frames: TraceFrames,
     steps: pl.DataFrame,
-    busy: list[tuple[int, int]],
+    busy: Busy,
     gaps: pl.DataFrame,
 ) -> dict[str, list[float]]:
     """Per part, one value per step (µs); the parts of a step add up to its duration.
@@ -380,9 +380,7 @@ def step_parts(
     ``steps`` are the per-step rows of :func:`~nprof_report.report.figures.analyses.per_step` (host
     breakdown columns), ``busy`` the device's busy intervals and ``gaps`` the device idle gaps.
     """
-    busy_ns = _busy_within(
-        merge_intervals(busy), frames.steps.select("step", "start_ns", "end_ns"), steps["step"]
-    )
+    busy_ns = _busy_within(busy, frames.steps.select("step", "start_ns", "end_ns"), steps["step"])
     gap_ns: dict[tuple[int, str], int] = {}
     for step, dur, cause in zip(gaps["step"], gaps["dur_ns"], gaps["cause"]):
         key = (step, _GAP_PART[cause])
@@ -402,25 +400,22 @@ def step_parts(
     return parts
 
 
-def _busy_within(
-    merged: list[tuple[int, int]], bounds: pl.DataFrame, steps: pl.Series
-) -> list[int]:
-    """Per step of ``steps``, the length of the sorted, disjoint ``merged`` intervals inside
-    its ``[start_ns, end_ns)`` (prefix sums and two binary searches a step)."""
+def _busy_within(busy: Busy, bounds: pl.DataFrame, steps: pl.Series) -> list[int]:
+    """Per step of ``steps``, the length of the busy intervals inside its ``[start_ns,
+    end_ns)`` (prefix sums and two binary searches a step)."""
     window = pl.DataFrame({"step": steps}).join(
         bounds, on="step", how="left", maintain_order="left"
     )
     s0, e0 = window["start_ns"].to_numpy(), window["end_ns"].to_numpy()
-    if not merged:
+    if not len(busy):
         return [0] * len(s0)
-    iv = np.array(merged, dtype=np.int64)
-    starts, ends = iv[:, 0], iv[:, 1]
+    starts, ends = busy.starts, busy.ends
     cum = np.concatenate([[0], np.cumsum(ends - starts)])
     first = np.searchsorted(ends, s0, side="right")  # first interval ending after the start
     stop = np.searchsorted(starts, e0, side="left")  # first interval starting at or after the end
     total = cum[stop] - cum[first]
     some = stop > first
-    head = np.where(some, np.maximum(0, s0 - starts[np.minimum(first, len(iv) - 1)]), 0)
+    head = np.where(some, np.maximum(0, s0 - starts[np.minimum(first, len(busy) - 1)]), 0)
     tail = np.where(some, np.maximum(0, ends[np.maximum(stop - 1, 0)] - e0), 0)
     inside: list[int] = np.where(some, total - head - tail, 0).astype(np.int64).tolist()
     return inside
@@ -444,7 +439,7 @@ def declared_work(implementation: object) -> dict[str, float]:
 def diff_profile(
     frames: TraceFrames,
     steps: pl.DataFrame,
-    busy: list[tuple[int, int]],
+    busy: Busy,
     gaps: pl.DataFrame,
     extra_device_ns: dict[int, int],
     implementation: object = None,
