@@ -359,11 +359,21 @@ def shown(table: pl.DataFrame, status: str, limit: int) -> pl.DataFrame:
     return rows.filter(pl.Series(keep))
 
 
-def matching(table: pl.DataFrame, wanted: str) -> pl.DataFrame:
-    """The rows of the op ``wanted``: its name (in every context) or its whole path,
+def _is_op(wanted: str) -> pl.Expr:
+    """Whether a row is the op ``wanted``: its name (in every context) or its whole path,
     ``scope > aten::linear > aten::mm``."""
     path = pl.concat_list("context", pl.col("name")).list.join(" > ")
-    return table.filter((pl.col("name") == wanted) | (path == wanted))
+    return (pl.col("name") == wanted) | (path == wanted)
+
+
+def matching(table: pl.DataFrame, wanted: str) -> pl.DataFrame:
+    """The rows of the op ``wanted`` (:func:`_is_op`)."""
+    return table.filter(_is_op(wanted))
+
+
+def matching_any(table: pl.DataFrame, wanted: list[str]) -> pl.DataFrame:
+    """The rows of any op of ``wanted`` (:func:`_is_op`), in the table's order."""
+    return table.filter(pl.any_horizontal(_is_op(w) for w in wanted)) if wanted else table.clear()
 
 
 def top_op(table: pl.DataFrame, step_delta: float, sb: int, sn: int) -> dict[str, Any] | None:
