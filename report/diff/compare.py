@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import polars as pl
-
 from nprof_report import __version__
 from nprof_report.errors import InputError
 from nprof_report.report.diff.inputs import DIFF_FORMAT, DIFF_VERSION, Side
@@ -32,6 +30,7 @@ from nprof_report.report.diff.optable import (
     MOVED_MIN_SHARE_PCT,
     op_table,
     record,
+    rows_of,
     shown,
     top_op,
     with_shares,
@@ -230,7 +229,7 @@ def compare_pair(
     top = top_op(table, step_delta, sb, sn) if step_delta else None
     counts = table.group_by("status").len()
     count = dict(zip(counts["status"].to_list(), counts["len"].to_list()))
-    aligned = table.filter(pl.col("status") == "aligned")
+    aligned = rows_of(table, "aligned")
     label = new["label"] if new["label"] == base["label"] else f"{base['label']} → {new['label']}"
     return {
         "label": label,

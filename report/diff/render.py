@@ -16,7 +16,6 @@ from importlib import resources
 from typing import Any
 
 import matplotlib.pyplot as plt
-import polars as pl
 
 from nprof_report.report.diff.compare import (
     MAX_OP_ROWS,
@@ -25,7 +24,7 @@ from nprof_report.report.diff.compare import (
     TOP_MOVERS,
 )
 from nprof_report.report.diff.compare import METRIC_WORDS as STEP_WORDS
-from nprof_report.report.diff.optable import CHUNK, records
+from nprof_report.report.diff.optable import CHUNK, records, rows_of
 from nprof_report.report.diff.structure import (
     PATH_SERIES,
     PATH_WORDS,
@@ -513,7 +512,7 @@ def _csv(columns: list[str], rows: list[list[Any]]) -> bytes:
 def _op_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
     """A row of ``tables/diff_ops.csv`` per aligned op of every pair."""
     for pair in doc["pairs"]:
-        aligned = pair["table"].filter(pl.col("status") == "aligned")
+        aligned = rows_of(pair["table"], "aligned")
         for o in records(aligned, pair["base_steps"], pair["new_steps"]):
             calls = o["calls"]
             row = [pair["label"], " > ".join(o["context"]), o["name"], o["kind"]]
@@ -542,7 +541,7 @@ def _only_rows(doc: dict[str, Any]) -> Iterator[list[Any]]:
     """A row of ``tables/diff_added_removed.csv`` per added or removed op of every pair."""
     for pair in doc["pairs"]:
         for status in ("added", "removed"):
-            rows = pair["table"].filter(pl.col("status") == status)
+            rows = rows_of(pair["table"], status)
             for o in records(rows, pair["base_steps"], pair["new_steps"]):
                 yield [
                     pair["label"],
@@ -737,11 +736,13 @@ def csv_tables(doc: dict[str, Any]) -> dict[str, Content]:
 def diff_files(doc: dict[str, Any], *, pdf: bool = True) -> dict[str, Content]:
     """The diff's own files by path relative to the output folder, in the order printed:
     ``diff.json`` (keys sorted, indented) and the Parquet tables it lists (:mod:`.tables`)."""
+    # the Parquet tables first: their writing's working memory then comes before WeasyPrint's
+    # import and layout, not on top of them (diff of 100,000 op paths: the peak of its pages)
+    stored, tables = split(doc)
     html = render_html(doc)
     files: dict[str, Content] = {"diff.html": html.encode("utf-8")}
     if pdf:
         files["diff.pdf"] = render_pdf(html)
-    stored, tables = split(doc)
     files["diff.json"] = Streamed(lambda: json_pieces(stored))
     files.update(sorted(tables.items()))
     files.update(sorted(csv_tables(doc).items()))

@@ -24,6 +24,7 @@ dispatch, runtime calls, waiting on the device, outside ops).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -63,15 +64,9 @@ COUNT_SERIES = ("runtime_calls", "device_activities")
 MAX_KERNEL_NAMES = 4
 
 
-def _counts_as_context(cls: str, name: str) -> bool:
-    if cls in ("op", "annotation"):
-        return not name.startswith("ProfilerStep#")
-    return cls == "python" and name.startswith("nn.Module:")
-
-
-def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, str]]]:
-    """Each op or scope's path id (``event_id``, ``path``), and the paths as ``(parent path id
-    or -1, name, kind)``.
+def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each op or scope's path id (``event_id``, ``path``), and the paths, a row each in the
+    order of their ids: ``above`` (the parent path's id, or -1), ``name``, ``kind``.
 
     Paths are interned: a path is its parent path plus a name, so memory stays one entry per
     distinct path however deep the nesting. Ids follow the order paths are first met going down
@@ -81,13 +76,12 @@ def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, str]
     # names as summary.json holds them: the key diff and check compare (a long one cut)
     cut = cut_column(ops["name"])
     name = (cut if cut is not None else ops["name"]).cast(pl.Categorical)
-    cls = ops["cls"].cast(pl.String)
-    text = name.cast(pl.String)
+    # read as Categoricals: the texts of every op's name and class were 60 MB on a 530 MB trace
+    cls = ops["cls"].cast(pl.Categorical)
     context = (
-        (cls.is_in(["op", "annotation"]) & ~text.str.starts_with("ProfilerStep#"))
-        | ((cls == "python") & text.str.starts_with("nn.Module:"))
+        (cls.is_in(["op", "annotation"]) & ~name.cat.starts_with("ProfilerStep#"))
+        | ((cls == "python") & name.cat.starts_with("nn.Module:"))
     ).to_numpy()
-    del text
     rows = ops.height
     eid = ops["event_id"].to_numpy()
     depth = ops["depth"].to_numpy()
@@ -127,20 +121,48 @@ def op_paths(ops: pl.DataFrame) -> tuple[pl.DataFrame, list[tuple[int, str, str]
         schema={"event_id": pl.Int64, "path": pl.Int64},
     )
     first = known["row"]
-    kinds = cls.gather(first).replace("python", "module")
-    paths = list(
-        zip(known["above"].to_list(), name.gather(first).cast(pl.String).to_list(), kinds.to_list())
+    paths = pl.DataFrame(
+        [
+            known["above"],
+            name.gather(first).cast(pl.String).alias("name"),
+            cls.gather(first).cast(pl.String).replace("python", "module").alias("kind"),
+        ]
     )
     return of_event, paths
 
 
-def _names(paths: list[tuple[int, str, str]], pid: int) -> list[str]:
-    out = []
-    while pid >= 0:
-        parent, name, _ = paths[pid]
-        out.append(name)
-        pid = parent
-    return out[::-1]
+def _contexts(paths: pl.DataFrame, ids: pl.Series) -> pl.Series:
+    """The context of each path of ``ids``: the names of the paths above it, outermost first.
+
+    Found a level of ancestors at a time, as (row, level, name) rows gathered into lists (a
+    Python list of names per path took 40 MB for 100,000 paths, and held them after)."""
+    above = paths["above"].to_numpy()
+    rows = np.arange(len(ids))
+    up = above[ids.to_numpy()]
+    levels = []
+    level = 0
+    while len(rows):
+        inside = up >= 0
+        rows, up = rows[inside], up[inside]
+        levels.append(
+            pl.DataFrame(
+                {"row": rows, "level": np.full(len(rows), level), "path": up},
+                schema={"row": pl.Int64, "level": pl.Int64, "path": pl.Int64},
+            )
+        )
+        up = above[up]
+        level += 1
+    ancestors = pl.concat(levels).sort("row", "level", descending=[False, True])
+    found = (
+        ancestors.select("row", paths["name"].gather(ancestors["path"]))
+        .group_by("row", maintain_order=True)
+        .agg(context="name")
+    )
+    return (
+        pl.DataFrame({"row": np.arange(len(ids))})
+        .join(found, on="row", how="left", maintain_order="left")["context"]
+        .fill_null([])
+    )
 
 
 def _device_rows(frames: TraceFrames, extra_device_ns: dict[int, int]) -> pl.DataFrame:
@@ -154,7 +176,8 @@ def _device_rows(frames: TraceFrames, extra_device_ns: dict[int, int]) -> pl.Dat
         .select(
             pl.col("src_id").alias("event_id"),
             pl.col("dur_ns").alias("dev_ns"),
-            pl.col("name").cast(pl.String).alias("kernel"),
+            # a Categorical: every activity's name as text took 25 MB on a 530 MB trace
+            pl.col("name").cast(pl.Categorical).alias("kernel"),
         )
     )
     extra = pl.DataFrame(
@@ -202,68 +225,11 @@ def op_series(
     ev, paths = op_paths(frames.ops)
     if ev.is_empty():
         return OP_SERIES_SCHEMA.to_frame()
-    # each op's path and step; the events' figures are summed per (path, step) from narrow
-    # frames, never joined onto a frame of every op (four left joins of 1.2 million ops were
-    # the peak of build on a 530 MB trace, issue 32)
-    ops = (
-        frames.ops.lazy()
-        .select("event_id", "step", "start_ns", "self_ns", "dur_ns")
-        .filter(pl.col("step").is_not_null())
-        .join(ev.lazy(), on="event_id")
-        .collect()
-    )
-    keys = ops.select("event_id", "path", "step")
-    dev = _device_rows(frames, extra_device_ns)
-    # device total: each activity counts for the op that launched it and every op around it,
-    # one level of ancestors a join (Python dicts of every op and its parent took 30 MB for a
-    # trace of 100,000 op names)
-    parent = frames.ops.select("event_id", "parent_id").filter(pl.col("parent_id").is_not_null())
-    level = dev.select("event_id", "dev_ns")
-    around = [level.join(ev, on="event_id", how="semi")]
-    while not level.is_empty():
-        level = level.join(parent, on="event_id").select(
-            pl.col("parent_id").alias("event_id"), "dev_ns"
-        )
-        around.append(level.join(ev, on="event_id", how="semi"))
-    launch = _launches(frames)
-    runtime_calls = (
-        frames.links.lazy()
-        .filter(pl.col("kind") == "op->runtime")
-        .select(pl.col("src_id").alias("event_id"))
-    )
-
-    def per_path_step(rows: pl.LazyFrame | pl.DataFrame, **agg: pl.Expr) -> pl.LazyFrame:
-        return rows.lazy().join(keys.lazy(), on="event_id").group_by("path", "step").agg(**agg)
-
-    sums = [
-        per_path_step(dev, device_self_ns=pl.col("dev_ns").sum(), device_activities=pl.len()),
-        per_path_step(pl.concat(around), device_total_ns=pl.col("dev_ns").sum()),
-        per_path_step(runtime_calls, runtime_calls=pl.len()),
-    ]
-    per_step = ops.group_by("path", "step").agg(
-        calls=pl.len(),
-        host_self_ns=pl.col("self_ns").sum(),
-        host_total_ns=pl.col("dur_ns").sum(),
-        first_ns=pl.col("start_ns").min(),
-    )
-    for part in pl.collect_all(sums):
-        per_step = per_step.join(part, on=["path", "step"], how="left")
-    per_step = per_step.with_columns(
-        pl.col("device_self_ns", "device_total_ns", "device_activities", "runtime_calls").fill_null(
-            0
-        )
-    )
-    launch_step = (
-        launch.join(keys, on="event_id")
-        .group_by("path", "step")
-        .agg(launch_ns=pl.col("launch_ns").median())
-    )
-    per_step = per_step.join(launch_step, on=["path", "step"], how="left")
-    kernels = (
-        dev.join(ops.select("event_id", "path"), on="event_id")
-        .group_by("path")
-        .agg(pl.col("kernel").unique().sort().head(MAX_KERNEL_NAMES))
-    )
+    # the sums in a function of their own: its frames of every op are let go before the
+    # series are laid out (held to the end, they took 30 MB more at the peak of diff on
+    # 100,000 op paths)
+    per_step, kernels = _per_path_step(frames, ev, extra_device_ns)
+    del ev
     if per_step.is_empty():
         return OP_SERIES_SCHEMA.to_frame()
     # one row per path, one column per step, filled in one assignment per series
@@ -281,36 +247,128 @@ def op_series(
         # the order of the paths' first calls (ties: by path id, the order they were met)
         .with_columns(order=pl.struct("first_ns", "path").rank("ordinal").cast(pl.Int64) - 1)
     )
-    rows, cols = per_step["row"].to_numpy(), per_step["col"].to_numpy()
-    shape = (path_of_row.height, len(steps))
-    table: dict[str, np.ndarray] = {}
-    for k in (*OP_SERIES, *COUNT_SERIES):
-        column = k if k.endswith(("calls", "activities")) else k[:-3] + "_ns"
-        table[k] = np.zeros(shape, dtype=np.int64)
-        table[k][rows, cols] = per_step[column].to_numpy()
-    table["launch_us"] = np.full(shape, np.nan)
-    table["launch_us"][rows, cols] = (
-        per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan).to_numpy()
-    )
-    names = [_names(paths, pid) for pid in path_of_row["path"]]
-    keys = pl.DataFrame(
-        {"name": [n[-1] for n in names], "context": [n[:-1] for n in names]},
-        schema={"name": pl.String, "context": pl.List(pl.String)},
-    )
-    del names
+    ids = path_of_row["path"]
+    keys = pl.DataFrame([paths["name"].gather(ids), _contexts(paths, ids)])
     # sorted by (context, name): Polars orders lists of texts as Python does
     order = keys.with_row_index("row").sort("context", "name")["row"].to_numpy()
     frame = keys[order].with_columns(
-        kind=pl.Series([paths[pid][2] for pid in path_of_row["path"].gather(order)]),
+        kind=paths["kind"].gather(ids.gather(order)),
         kernels=path_of_row["kernel"].gather(order).fill_null([]),
         order=path_of_row["order"].gather(order),
     )
-    columns = {k: _list_column(k, table[k][order]) for k in ("calls", *COUNT_SERIES)}
+    cells = Cells(
+        per_step["row"].to_numpy(),
+        per_step["col"].to_numpy(),
+        (path_of_row.height, len(steps)),
+        order,
+    )
+    columns = [_list_column(k, cells.grid(per_step[k])) for k in ("calls", *COUNT_SERIES)]
     for k in OP_SERIES[1:]:
         # ns / 1000 is already the nearest double to the three-decimal µs figure
-        columns[k] = _list_column(k, table[k][order] / 1000)
-    columns["launch_us"] = _list_column("launch_us", _launch_us(table["launch_us"][order]))
-    return frame.with_columns(columns.values()).select(OP_SERIES_SCHEMA.names())
+        columns.append(_list_column(k, cells.grid(per_step[k[:-3] + "_ns"]) / 1000))
+    launch = cells.grid(per_step["launch_ns"].cast(pl.Float64).fill_null(np.nan))
+    columns.append(_list_column("launch_us", _launch_us(launch)))
+    return frame.with_columns(columns).select(OP_SERIES_SCHEMA.names())
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Where each (path, step) row of the sums goes in a paths x steps table: its ``rows`` and
+    ``cols``, the table's ``shape``, and the ``order`` of its rows in the op series."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    shape: tuple[int, int]
+    order: np.ndarray
+
+    def grid(self, values: pl.Series) -> np.ndarray:
+        """``values`` (one per row of the sums) as a table, rows in the op series' order, one
+        series at a time (all eight at once took 26 MB for 100,000 paths); a cell without a
+        row: 0, or NaN for a float series."""
+        floats = values.dtype.is_float()
+        table = np.full(self.shape, np.nan) if floats else np.zeros(self.shape, dtype=np.int64)
+        table[self.rows, self.cols] = values.to_numpy()
+        ordered: np.ndarray = table[self.order]
+        return ordered
+
+
+def _per_path_step(
+    frames: TraceFrames, ev: pl.DataFrame, extra_device_ns: dict[int, int]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The sums per (path, step) of the ops of ``ev`` (:func:`op_paths`' ``event_id``, ``path``):
+    ``calls``, ``host_self_ns``, ``host_total_ns``, ``first_ns``, ``device_self_ns``,
+    ``device_activities``, ``device_total_ns``, ``runtime_calls``, ``launch_ns`` (the median);
+    and each path's first :data:`MAX_KERNEL_NAMES` kernel names (``kernel``)."""
+    # each op's path and step; the events' figures are summed per (path, step) from narrow
+    # frames, never joined onto a frame of every op (four left joins of 1.2 million ops were
+    # the peak of build on a 530 MB trace, issue 32)
+    ops = (
+        frames.ops.lazy()
+        .select("event_id", "step", "start_ns", "self_ns", "dur_ns")
+        .filter(pl.col("step").is_not_null())
+        .join(ev.lazy(), on="event_id")
+        .collect()
+    )
+    keys = ops.select("event_id", "path", "step")
+
+    def per_path_step(rows: pl.LazyFrame | pl.DataFrame, **agg: pl.Expr) -> pl.LazyFrame:
+        return rows.lazy().join(keys.lazy(), on="event_id").group_by("path", "step").agg(**agg)
+
+    dev = _device_rows(frames, extra_device_ns)
+    # device total: each activity counts for the op that launched it and every op around it,
+    # one level of ancestors a join (Python dicts of every op and its parent took 30 MB for a
+    # trace of 100,000 op names), each level summed per (path, step) as it is found (all levels
+    # held for one sum took 40 MB more on a 530 MB trace; integer sums, the same in any order)
+    parent = frames.ops.select("event_id", "parent_id").filter(pl.col("parent_id").is_not_null())
+    level = dev.select("event_id", "dev_ns")
+    around = [per_path_step(level, device_total_ns=pl.col("dev_ns").sum()).collect()]
+    while not level.is_empty():
+        level = level.join(parent, on="event_id").select(
+            pl.col("parent_id").alias("event_id"), "dev_ns"
+        )
+        around.append(per_path_step(level, device_total_ns=pl.col("dev_ns").sum()).collect())
+    launch = _launches(frames)
+    runtime_calls = (
+        frames.links.lazy()
+        .filter(pl.col("kind") == "op->runtime")
+        .select(pl.col("src_id").alias("event_id"))
+    )
+
+    sums = [
+        per_path_step(dev, device_self_ns=pl.col("dev_ns").sum(), device_activities=pl.len()),
+        pl.concat(around).lazy().group_by("path", "step").agg(pl.col("device_total_ns").sum()),
+        per_path_step(runtime_calls, runtime_calls=pl.len()),
+    ]
+    per_step = ops.group_by("path", "step").agg(
+        calls=pl.len(),
+        host_self_ns=pl.col("self_ns").sum(),
+        host_total_ns=pl.col("dur_ns").sum(),
+        first_ns=pl.col("start_ns").min(),
+    )
+    # one after the other: each joins every op's keys, and three hash tables of them built at
+    # once were the peak of op_series on a 530 MB trace (+20 MB)
+    for part in sums:
+        per_step = per_step.join(part.collect(), on=["path", "step"], how="left")
+    per_step = per_step.with_columns(
+        pl.col("device_self_ns", "device_total_ns", "device_activities", "runtime_calls").fill_null(
+            0
+        )
+    )
+    launch_step = (
+        launch.join(keys, on="event_id")
+        .group_by("path", "step")
+        .agg(launch_ns=pl.col("launch_ns").median())
+    )
+    per_step = per_step.join(launch_step, on=["path", "step"], how="left")
+    kernels = (
+        dev.join(ops.select("event_id", "path"), on="event_id")
+        .group_by("path")
+        .agg(pl.col("kernel").unique())
+        .with_columns(
+            pl.col("kernel").cast(pl.List(pl.String)).list.sort().list.head(MAX_KERNEL_NAMES)
+        )
+    )
+    return per_step, kernels
 
 
 def _launch_us(ns: np.ndarray) -> np.ndarray:
