@@ -65,7 +65,7 @@ class SourceResult:
     """What ``build`` needs of one source."""
 
     analysis: ImplementationAnalysis
-    rank: RankFigures
+    rank: RankFigures | None  # None where the command shows no cross-rank figures
 
 
 def report_job(source: Source, loaded: LoadedSource) -> SourceResult:
@@ -78,12 +78,12 @@ def report_job(source: Source, loaded: LoadedSource) -> SourceResult:
 
 
 def side_job(source: Source, loaded: LoadedSource) -> SourceResult:
-    """What one side of ``diff`` or ``check`` needs of one source (the analysis without the
-    figures only the report shows)."""
-    from nprof_report.report.figures import analyse, rank_figures
+    """What one side of ``diff`` or ``check`` needs of one source: the analysis without the
+    figures only the report shows, and no rank figures (their collective spans were the peak of
+    ``diff`` of 100,000 op paths, for figures it never read)."""
+    from nprof_report.report.figures import analyse
 
-    analysis = analyse(loaded, figures=False)
-    return SourceResult(analysis, rank_figures(loaded, analysis))
+    return SourceResult(analyse(loaded, figures=False), None)
 
 
 def ops_job(source: Source, loaded: LoadedSource) -> tuple[pl.DataFrame, list[str]]:
@@ -139,7 +139,7 @@ def analyse_inputs(
     return Analysed(
         resolved,
         [r.analysis for _, r in results],
-        [r.rank for _, r in results],
+        [r.rank for _, r in results if r.rank is not None],
         manifest,
         caveats + skipped,
         [g for g, _ in runs],

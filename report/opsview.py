@@ -99,7 +99,7 @@ def ranks_record(path: Path, *, engine: Engine | None = None) -> tuple[RanksReco
     from nprof_report.report.figures import cross_rank  # only --by-rank needs it
 
     results, skipped = run_jobs(_resolved(path).sources, report_job, engine or Engine())
-    record = cross_rank([r.rank for _, r in results])
+    record = cross_rank([r.rank for _, r in results if r.rank is not None])
     if record is None:
         raise InputError(
             path,
