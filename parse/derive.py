@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, KNOWN_CATS, lost_link
-from nprof_report.parse.nesting import climb, give_back_freed, nest_halves, nest_kept
+from nprof_report.parse.nesting import climb, give_back_freed, nest_halves, nest_kept, positions
 from nprof_report.parse.parts import Parts, TraceRows
 from nprof_report.parse.privateuse1 import retype
 from nprof_report.parse.schema import LINKS, TraceFrames, TraceMeta, conform
@@ -229,7 +229,7 @@ def _threads(host: pl.DataFrame, moves: pl.DataFrame) -> tuple[pl.Series, np.nda
     first = key.is_first_distinct()
     distinct = key.filter(first)
     code = key.replace_strict(
-        distinct, pl.int_range(len(distinct), dtype=pl.Int64, eager=True)
+        distinct, pl.int_range(len(distinct), dtype=pl.Int32, eager=True)
     ).to_numpy(writable=True)
     pairs = host.filter(first).select("pid", "tid")
     code[moves["_i"].to_numpy()] = code[moves["_m"].to_numpy()]
@@ -328,9 +328,11 @@ def _walk_order(tcode: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     """Positions sorted by (thread, start, -end), ties in file order, as PyTorch walks them.
 
     Polars sorts on both cores; numpy's lexsort on one, 2x slower."""
-    keys = pl.DataFrame({"t": tcode, "s": starts, "e": -ends})
-    rows = keys.select(pl.arg_sort_by(["t", "s", "e"], maintain_order=True)).to_series()
-    return rows.to_numpy().astype(np.int64)
+    keys = pl.DataFrame({"t": tcode, "s": starts, "e": ends})
+    rows = keys.select(
+        pl.arg_sort_by(["t", "s", "e"], descending=[False, False, True], maintain_order=True)
+    ).to_series()
+    return rows.to_numpy().astype(positions(len(rows)))
 
 
 def _unsort(
@@ -338,7 +340,7 @@ def _unsort(
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Parent rows (-1 at the top) and depths of the rows ``order`` lists, from the same of
     their sorted positions."""
-    parent = np.full(len(order), -1, dtype=np.int64)
+    parent = np.full(len(order), -1, dtype=order.dtype)
     parent[order] = np.where(p_sorted >= 0, order[np.maximum(p_sorted, 0)], -1)
     depth = np.zeros(len(order), dtype=np.int32)
     depth[order] = d_sorted
