@@ -294,6 +294,7 @@ def key_averages(
         .agg(pl.len().cast(pl.Int64).alias("calls"), pl.col("_first").first(), pl.col(_SUMS).sum())
     )
     del pair, self_cpu, cpu_total, self_device, device_total
+    give_back_freed()
     cpu = (
         groups.select(
             name.gather(groups["_first"]).alias("name"),

@@ -35,13 +35,16 @@ __all__ = [
 LEAVE_FAST = "leave fast"
 
 # Polars' allocator (jemalloc) keeps freed pages for 10 s by default; parsing a large trace frees
-# and reallocates hundreds of MB, so they are returned after 0.25 s (pola-rs/polars#23128). On a
-# 530 MB trace `ops` then peaks at about 1.2x the file size instead of 1.4x; returning them at once
-# (0 ms) saves another 10 % of memory but costs 30 % more time. One arena instead of one per thread
-# lets a thread reuse what another freed: `ops` 0.5 s faster (3 interleaved runs: 10.0 -> 9.5 s,
-# kernel time 2.9 -> 2.3 s), same peak. Set before Polars is first imported (commands import it
-# lazily), inherited by worker processes, and only where the user has not set it.
-MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:250,muzzy_decay_ms:0,narenas:1")
+# and reallocates hundreds of MB. The command's own process returns them at once (0 ms): what it
+# holds is then what is live, and its peak (deriving the frames, key_averages) is the command's.
+# On a 530 MB trace `ops` peaked at 409-439 MiB with 250 ms, 398-427 with 20 or 50 ms, 372-394
+# with 0 ms, for 0-0.6 s more CPU in page faults (3 interleaved runs each, 2026-12-04). The
+# decode workers, which allocate and free the same sizes block after block, keep them 250 ms
+# (:data:`~nprof_report.parse.read.workerpool.DECODE_MALLOC_CONF`). One arena instead of one per
+# thread lets a thread reuse what another freed: `ops` 0.5 s faster (3 interleaved runs: 10.0 ->
+# 9.5 s, kernel time 2.9 -> 2.3 s), same peak. Set before Polars is first imported (commands
+# import it lazily), and only where the user has not set it.
+MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0,narenas:1")
 # NumPy's OpenBLAS starts a thread per CPU at import, which spins while it waits; nothing here
 # calls BLAS, and on a 530 MB trace those threads took 50 ms of CPU from the parse (perf samples)
 BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "1")
