@@ -30,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.parse.classify import FILTERED_NAMES, device_types, lost_link
-from nprof_report.parse.nesting import climb, give_back_freed, levels, rows_of
+from nprof_report.parse.nesting import climb, give_back_freed, levels, positions, rows_of
 from nprof_report.parse.schema import TraceFrames
 
 KEY_AVERAGES = pl.Schema(
@@ -249,7 +249,7 @@ def key_averages(
     eff = climb(parent, parent, removed)  # the surviving parent of a surviving op
     del parent, has_removed_child, bottoms, tops, removed
 
-    child = np.flatnonzero(alive & (eff >= 0))
+    child = np.flatnonzero(alive & (eff >= 0)).astype(positions(n))  # levels' copy: as narrow
     dur = _of_kept(all_ops["dur_ns"], keep).astype(np.int64, copy=False)
     child_cpu = np.zeros(n, dtype=np.int64)
     np.add.at(child_cpu, eff[child], dur[child])
