@@ -20,7 +20,15 @@ from nprof_report.errors import InputError
 from nprof_report.parse.read.source import open_trace
 from nprof_report.procs import stop
 
-__all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn", "stop"]
+__all__ = [
+    "DECODE_WORKERS_ENV",
+    "MIN_SPLIT_BYTES",
+    "WORKER_ENV",
+    "default_workers",
+    "prestart",
+    "spawn",
+    "stop",
+]
 
 # below this the workers' start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
@@ -28,9 +36,8 @@ GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not wo
 DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"
 _WORKER = [sys.executable, "-m", "nprof_report.parse.read.split"]
 _GLIBC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
-# Polars' allocator in the workers: freed pages kept 250 ms (the CLI's own process keeps none,
-# ``runtime.MALLOC_CONF``); a worker reuses them for its next block
-DECODE_MALLOC_CONF = "dirty_decay_ms:250,muzzy_decay_ms:0,narenas:1"
+# what the CLI's process gives its workers instead of its own environment (``runtime.tune``)
+WORKER_ENV: dict[str, str] = {}
 _started: list[subprocess.Popen[bytes]] = []
 
 
@@ -105,15 +112,11 @@ def worker_env(workers: int) -> dict[str, str]:
     decodes one piece after another, allocating and freeing the same sizes; by default glibc
     hands each 8 MB buffer back to the kernel and faults it in again, which cost a tenth of the
     time here. A fixed mmap threshold (32 MiB) and a trim threshold of 64 MiB keep those buffers
-    in the heap; measured on a 530 MB trace: 0.6 s less per worker, same peak. Polars' own
-    allocator keeps its freed pages 250 ms (:data:`DECODE_MALLOC_CONF`) where the parent has the
-    CLI's setting, not one of the user's. Values already set by the user win.
+    in the heap; measured on a 530 MB trace: 0.6 s less per worker, same peak. Values already set
+    by the user win; :data:`WORKER_ENV` (Polars' allocator, where the CLI set its own) is applied
+    last.
     """
-    from nprof_report.runtime import MALLOC_CONF  # the parent's (runtime imports this package)
-
-    env = dict(os.environ)
-    if env.get(MALLOC_CONF[0]) == MALLOC_CONF[1]:
-        env[MALLOC_CONF[0]] = DECODE_MALLOC_CONF
+    env = dict(os.environ) | WORKER_ENV
     env.setdefault("POLARS_MAX_THREADS", str(max(1, _cpus() // workers)))
     for key, value in _GLIBC_MALLOC.items():
         env.setdefault(key, value)

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterator
 
 # decode workers started before a command imports anything heavy (re-exported for the CLI)
-from nprof_report.parse import prestart
+from nprof_report.parse import WORKER_ENV, prestart
 
 __all__ = [
     "BLAS_THREADS",
@@ -40,11 +40,12 @@ LEAVE_FAST = "leave fast"
 # On a 530 MB trace `ops` peaked at 409-439 MiB with 250 ms, 398-427 with 20 or 50 ms, 372-394
 # with 0 ms, for 0-0.6 s more CPU in page faults (3 interleaved runs each, 2026-12-04). The
 # decode workers, which allocate and free the same sizes block after block, keep them 250 ms
-# (:data:`~nprof_report.parse.read.workerpool.DECODE_MALLOC_CONF`). One arena instead of one per
+# (:data:`DECODE_MALLOC_CONF`). One arena instead of one per
 # thread lets a thread reuse what another freed: `ops` 0.5 s faster (3 interleaved runs: 10.0 ->
 # 9.5 s, kernel time 2.9 -> 2.3 s), same peak. Set before Polars is first imported (commands
 # import it lazily), and only where the user has not set it.
 MALLOC_CONF = ("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0,narenas:1")
+DECODE_MALLOC_CONF = "dirty_decay_ms:250,muzzy_decay_ms:0,narenas:1"
 # glibc serves a block of up to 32 MiB from its heap once one of that size was freed (its mmap
 # threshold follows the largest freed block), and what it frees there stays in the process: once
 # reading a gzip trace had freed its 21 MB buffer, deriving the frames of a 530 MB trace and
@@ -62,7 +63,9 @@ def tune() -> None:
     """Set the allocator and BLAS variables where the user has not (before Polars is imported),
     and glibc's mmap threshold where the user's environment does not set it (this process only:
     the decode workers keep the threshold they are given, ``workerpool.worker_env``)."""
-    os.environ.setdefault(*MALLOC_CONF)
+    if MALLOC_CONF[0] not in os.environ:
+        os.environ[MALLOC_CONF[0]] = MALLOC_CONF[1]
+        WORKER_ENV[MALLOC_CONF[0]] = DECODE_MALLOC_CONF
     os.environ.setdefault(*BLAS_THREADS)
     if MMAP_THRESHOLD[0] not in os.environ:
         with contextlib.suppress(OSError, AttributeError):  # another C library: left as it is
