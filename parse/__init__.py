@@ -34,12 +34,11 @@ if TYPE_CHECKING:
     from nprof_report.parse.neuron import NeuronFigures
     from nprof_report.parse.neuron.convert import convert_tree, find_tool
     from nprof_report.parse.parallel import load_sources, prepare_sources
-    from nprof_report.parse.read import WORKER_ENV, prestart
+    from nprof_report.parse.read import prestart
     from nprof_report.parse.schema import TraceFrames, TraceMeta
     from nprof_report.parse.sources import LoadedSource, load_source, neuron_root
 
 __all__ = [
-    "WORKER_ENV",
     "Inputs",
     "Inspection",
     "LoadedSource",
@@ -73,7 +72,6 @@ _HOME = {
     "Source": "inputs",
     "TraceFrames": "schema",
     "TraceMeta": "schema",
-    "WORKER_ENV": "read",
     "convert_tree": "neuron.convert",
     "find_tool": "neuron.convert",
     "fingerprint_path": "fingerprint",

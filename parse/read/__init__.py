@@ -20,9 +20,9 @@ from nprof_report.lazy import lazy_getattr
 if TYPE_CHECKING:
     from nprof_report.parse.read.routes import read
     from nprof_report.parse.read.source import TraceFile, open_trace
-    from nprof_report.parse.read.workerpool import DECODE_WORKERS_ENV, WORKER_ENV, prestart
+    from nprof_report.parse.read.workerpool import DECODE_WORKERS_ENV, prestart
 
-__all__ = ["DECODE_WORKERS_ENV", "WORKER_ENV", "TraceFile", "open_trace", "prestart", "read"]
+__all__ = ["DECODE_WORKERS_ENV", "TraceFile", "open_trace", "prestart", "read"]
 
 _HOME = {
     "read": "routes",
@@ -30,7 +30,6 @@ _HOME = {
     "open_trace": "source",
     "DECODE_WORKERS_ENV": "workerpool",
     "prestart": "workerpool",
-    "WORKER_ENV": "workerpool",
 }
 
 __getattr__ = lazy_getattr(__name__, _HOME)

@@ -20,15 +20,7 @@ from nprof_report.errors import InputError
 from nprof_report.parse.read.source import open_trace
 from nprof_report.procs import stop
 
-__all__ = [
-    "DECODE_WORKERS_ENV",
-    "MIN_SPLIT_BYTES",
-    "WORKER_ENV",
-    "default_workers",
-    "prestart",
-    "spawn",
-    "stop",
-]
+__all__ = ["DECODE_WORKERS_ENV", "MIN_SPLIT_BYTES", "default_workers", "prestart", "spawn", "stop"]
 
 # below this the workers' start-up (about 0.5 s) is not paid back
 MIN_SPLIT_BYTES = 64 << 20
@@ -36,8 +28,6 @@ GZIP_RATIO = 20  # a trace compresses about 10-20x: smaller .gz files are not wo
 DECODE_WORKERS_ENV = "NPROF_DECODE_WORKERS"
 _WORKER = [sys.executable, "-m", "nprof_report.parse.read.split"]
 _GLIBC_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
-# what the CLI's process gives its workers instead of its own environment (``runtime.tune``)
-WORKER_ENV: dict[str, str] = {}
 _started: list[subprocess.Popen[bytes]] = []
 
 
@@ -62,15 +52,16 @@ def worth_splitting(size: int, gz: bool, min_bytes: int = MIN_SPLIT_BYTES) -> bo
     return size >= (min_bytes // GZIP_RATIO if gz else min_bytes)
 
 
-def prestart(paths: list[Path]) -> None:
-    """Start the decode workers now when one of ``paths`` is a trace file large enough to split.
+def prestart(paths: list[Path]) -> bool:
+    """Start the decode workers now when one of ``paths`` is a trace file large enough to split;
+    whether it did.
 
     Folders are left alone: which of their traces need decoding (and how many at once) is only
     known later.
     """
     workers = default_workers()
     if workers < 2 or _started:
-        return
+        return False
     for path in paths:
         if not path.is_file():
             continue
@@ -81,8 +72,9 @@ def prestart(paths: list[Path]) -> None:
         except InputError:
             continue  # the loader words it
     else:
-        return
+        return False
     _started.extend(_start(workers) for _ in range(workers))
+    return True
 
 
 def spawn(workers: int) -> list[subprocess.Popen[bytes]]:
@@ -113,10 +105,9 @@ def worker_env(workers: int) -> dict[str, str]:
     hands each 8 MB buffer back to the kernel and faults it in again, which cost a tenth of the
     time here. A fixed mmap threshold (32 MiB) and a trim threshold of 64 MiB keep those buffers
     in the heap; measured on a 530 MB trace: 0.6 s less per worker, same peak. Values already set
-    by the user win; :data:`WORKER_ENV` (Polars' allocator, where the CLI set its own) is applied
-    last.
+    by the user win.
     """
-    env = dict(os.environ) | WORKER_ENV
+    env = dict(os.environ)
     env.setdefault("POLARS_MAX_THREADS", str(max(1, _cpus() // workers)))
     for key, value in _GLIBC_MALLOC.items():
         env.setdefault(key, value)
