@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from nprof_report.parse.inputs import Inputs, Source, newest_run, resolve
     from nprof_report.parse.inspection import Inspection, inspect_path
     from nprof_report.parse.keyavg import key_averages
+    from nprof_report.parse.nesting import rows_of
     from nprof_report.parse.neuron import NeuronFigures
     from nprof_report.parse.neuron.convert import convert_tree, find_tool
     from nprof_report.parse.parallel import load_sources, prepare_sources
@@ -60,6 +61,7 @@ __all__ = [
     "prepare_sources",
     "prestart",
     "resolve",
+    "rows_of",
     "run_on_ray",
 ]
 
@@ -80,6 +82,7 @@ _HOME = {
     "key_averages": "keyavg",
     "load_frames": "frames",
     "load_source": "sources",
+    "rows_of": "nesting",
     "load_sources": "parallel",
     "prepare_sources": "parallel",
     "neuron_root": "sources",

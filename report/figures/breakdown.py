@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from nprof_report.parse import TraceFrames
+from nprof_report.parse import TraceFrames, rows_of
 from nprof_report.report.figures.records import LABEL_CHARS, cut_text
 from nprof_report.report.figures.summary_types import Chain, TimelineBar
 
@@ -84,29 +84,12 @@ def op_context(
         # the calls linked to an op or to a scope inside one, found by row (a set of the 1.5
         # million ids of such ops took 40 MiB at the peak of ``build``; issue 32)
         op_rt = links.filter(pl.col("kind") == "op->runtime")
-        rows = row_of(eid, op_rt["src_id"].fill_null(-1).to_numpy())
+        rows = rows_of(eid, op_rt["src_id"].fill_null(-1).to_numpy())
         made = (rows >= 0) & (is_op | under)[np.maximum(rows, 0)]
         by_op = pl.col("event_id").is_in(op_rt["dst_id"].filter(pl.Series(made)).implode())
     return ops.with_columns(pl.Series("under_op", under, dtype=pl.Boolean), top_id).with_columns(
         launch=(pl.col("cls") == "runtime") & (pl.col("under_op") | by_op)
     )
-
-
-def row_of(ids: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """The row of each of ``keys`` in ``ids`` (distinct), -1 where it is not there. Sorted ids
-    (the ops' event ids in file order) are searched as they are: no sorted copy is made."""
-    n = len(ids)
-    if not n:
-        return np.full(len(keys), -1, dtype=np.int64)
-    ascending = bool(np.all(ids[1:] > ids[:-1]))
-    sorter = None if ascending else np.argsort(ids, kind="stable")
-    pos = np.searchsorted(ids, keys, sorter=sorter)
-    np.minimum(pos, n - 1, out=pos)
-    if sorter is not None:
-        pos = sorter[pos]
-        del sorter
-    pos[ids[pos] != keys] = -1
-    return pos
 
 
 def _context(ops: pl.DataFrame, eid: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, pl.Series]:
@@ -119,7 +102,7 @@ def _context(ops: pl.DataFrame, eid: np.ndarray, is_op: np.ndarray) -> tuple[np.
     top = np.full(n, -1, dtype=np.int64)
     if n:
         depth = ops["depth"].to_numpy()
-        pos = row_of(eid, ops["parent_id"].fill_null(-1).to_numpy())
+        pos = rows_of(eid, ops["parent_id"].fill_null(-1).to_numpy())
         has = pos >= 0
         np.maximum(pos, 0, out=pos)
         has &= depth[pos] < depth
