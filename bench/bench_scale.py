@@ -12,6 +12,8 @@ tree measured whole (wall time; peak RSS summed over the tree, sampled every 10 
 ``bench/run_bench.py`` does):
 
 * per layout: ``orjson.loads`` of the file and ``nprof-report ops FILE --format json --no-cache``;
+  on the plain layouts also ``bench/reader_floor.py``: Polars' JSON reader alone over the events,
+  as the decode workers call it, one process per CPU (the floor under ``ops``' decoding);
 * on the single-line file: ``build --no-cache`` and ``diff FILE FILE --no-cache``;
 * on the many-path trace: ``ops``, ``diff`` of it with itself, and ``check`` of it against three
   baselines (the trace itself, as stored ``summary.json`` documents).
@@ -20,7 +22,9 @@ The rounds are interleaved (every command once, then again), and the report give
 the ratios the issue sets targets for: ``ops`` against ``orjson.loads`` (time) and against the
 file (peak memory); ``build`` against ``ops`` (time and peak); ``diff`` against ``ops`` (peak);
 the many-path ``diff`` in seconds and against ``ops`` on that trace (peak); and the sizes of
-``summary.json`` and ``diff.json``. Writes ``OUT/bench_scale.md`` and ``.json``.
+``summary.json`` and ``diff.json``. After the rounds, ``bench/profile_ops.py`` runs once on each
+plain layout: where ``ops``' time goes (decoding, deriving the frames, ``key_averages``).
+Writes ``OUT/bench_scale.md`` and ``.json``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import gzip
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -88,6 +93,9 @@ def _commands(inputs: dict[str, Path], work: Path) -> dict[str, list[str]]:
         if layout in inputs:
             cmds[f"orjson {layout}"] = stage_command("orjson", inputs[layout])
             cmds[f"ops {layout}"] = stage_command("ops", inputs[layout])
+            if layout != "gzip":
+                floor = [sys.executable, str(_HERE / "reader_floor.py"), str(inputs[layout])]
+                cmds[f"floor {layout}"] = floor
     big = inputs.get("compact") or next(inputs[k] for k in LAYOUT_NAMES if k in inputs)
     cmds["build"] = [EXE, "build", str(big), "--out", str(work / "out-build"), "--no-cache"]
     cmds["diff"] = [EXE, "diff", str(big), str(big), "--out", str(work / "out-diff"), "--no-cache"]
@@ -140,6 +148,10 @@ def run(work: Path, mb: float, names: int, layouts: list[str], repeats: int) -> 
             ops_t, ops_m = med[f"ops {layout}"]
             ratios[f"ops_vs_orjson {layout}"] = ops_t / med[f"orjson {layout}"][0]
             ratios[f"ops_peak_vs_file {layout}"] = ops_m * 2**20 / _json_bytes(inputs[layout])
+            if f"floor {layout}" in med:
+                ratios[f"floor_vs_orjson {layout}"] = (
+                    med[f"floor {layout}"][0] / med[f"orjson {layout}"][0]
+                )
     base = next(f"ops {k}" for k in LAYOUT_NAMES if f"ops {k}" in med)
     ratios["build_vs_ops_time"] = med["build"][0] / med[base][0]
     ratios["build_vs_ops_peak"] = med["build"][1] / med[base][1]
@@ -149,12 +161,24 @@ def run(work: Path, mb: float, names: int, layouts: list[str], repeats: int) -> 
     return {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "repeats": repeats,
+        "stages": _stages(inputs),
         "inputs": {k: str(v) for k, v in inputs.items()},
         "medians": {k: {"time_s": round(t, 2), "peak_mib": round(m)} for k, (t, m) in med.items()},
         "samples": {k: [[round(w, 2), round(r / 1024)] for w, r in v] for k, v in samples.items()},
         "ratios": {k: round(v, 3) for k, v in ratios.items()},
         "sizes_mb": {k: round(v, 3) for k, v in sizes.items()},
     }
+
+
+def _stages(inputs: dict[str, Path]) -> dict[str, list[str]]:
+    """``profile_ops.py``'s lines for each plain layout: where ``ops``' time goes."""
+    out = {}
+    for layout in LAYOUT_NAMES:
+        if layout in inputs and layout != "gzip":
+            cmd = [sys.executable, str(_HERE / "profile_ops.py"), str(inputs[layout])]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            out[layout] = proc.stdout.splitlines()
+    return out
 
 
 def _target(key: str) -> float | None:
@@ -175,11 +199,14 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "| ratio | measured | target | met |", "| --- | --- | --- | --- |"]
     for k, v in result["ratios"].items():
         t = _target(k)
-        bound = f"≤ {t:g}" if t else ""
-        lines.append(f"| {k} | {v:g} | {bound} | {'yes' if t and v <= t else 'no'} |")
+        bound, met = (f"≤ {t:g}", "yes" if v <= t else "no") if t else ("", "")
+        lines.append(f"| {k} | {v:g} | {bound} | {met} |")
     for k, v in result["sizes_mb"].items():
         t = TARGETS["summary_mb" if k == "summary.json" else "diff_json_mb"]
         lines.append(f"| {k} (MB) | {v:g} | ≤ {t:g} | {'yes' if v <= t else 'no'} |")
+    for layout, stage_lines in result["stages"].items():
+        lines += ["", f"`bench/profile_ops.py`, {layout} (one process; stage, its time, peak):"]
+        lines += ["", "```", *stage_lines, "```"]
     return "\n".join(lines) + "\n"
 
 
