@@ -70,3 +70,27 @@ def test_layouts_change_only_whitespace(tmp_path: Path) -> None:
     for d in docs.values():
         d.pop("traceName")
     assert docs["kineto"] == docs["compact"] == docs["indented"]
+
+
+def test_the_reader_floor_reads_every_event(tmp_path: Path) -> None:
+    """``bench/reader_floor.py`` is a floor only if it reads the whole events array (its rows are
+    counted here against ``json``), on every layout, its last block up to the array's end; the
+    20 MB file is cut into three blocks."""
+    sys.path.insert(0, str(_REPO / "bench"))
+    try:
+        from make_large_trace import LAYOUTS, write_trace
+    finally:
+        sys.path.remove(str(_REPO / "bench"))
+    for layout, mb in [*((layout, 0.5) for layout in LAYOUTS), ("compact", 20)]:
+        path = tmp_path / f"{layout}-{mb}.json"
+        write_trace(path, mb, ["cuda", "cpu"], layout=layout)
+        expected = len(json.loads(path.read_bytes())["traceEvents"])
+        proc = subprocess.run(
+            [sys.executable, str(_REPO / "bench" / "reader_floor.py"), str(path), "--workers", "2"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        rows = [int(line.split()[2]) for line in proc.stdout.splitlines()]
+        assert len(rows) == 2 and sum(rows) == expected, (layout, rows, expected)
