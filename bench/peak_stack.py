@@ -1,7 +1,7 @@
 """Where a command's memory peaks: the Python stack at the moment of the peak.
 
 Runs ``nprof-report ARGS`` in this process with a thread that samples, every few milliseconds,
-the resident memory of the process and of its worker processes (``/proc``) and, whenever the
+the resident memory of the process and of its worker processes (``proctree.py``) and, whenever the
 total or the parent's own reaches a new high, the main thread's stack (its frames in
 nprof-report's own code). At the end it prints both peaks with their stacks and a timeline of the
 largest total in each quarter second with the innermost function running then:
@@ -22,48 +22,11 @@ import time
 import traceback
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proctree import rss_kib, tree
+
 OWN = ("nprof_report", "/parse/", "/report/", "/capture/")
-
-
-def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out += [int(c) for c in fh.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _cmdline(pid: int) -> bytes | None:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-
-def _tree(pid: int) -> list[int]:
-    """The process and its descendants, less a child that has not called exec yet (its command
-    line is still its parent's): it shares the parent's pages, as ``run_bench.measure`` says."""
-    pids, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        pids.append(p)
-        todo += [c for c in _children(p) if _cmdline(c) != _cmdline(p)]
-    return pids
 
 
 def _stack(frame: object) -> list[str]:
@@ -90,8 +53,8 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         me = os.getpid()
         while not self.stop:
-            own = _rss_kib(me)
-            total = own + sum(_rss_kib(p) for p in _tree(me)[1:])
+            own = rss_kib(me)
+            total = own + sum(rss_kib(p) for p in tree(me)[1:])
             t = time.perf_counter() - self.t0
             frame = sys._current_frames().get(self.main_id or 0)
             stack: list[str] | None = None

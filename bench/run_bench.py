@@ -14,15 +14,10 @@ Stages (each a fresh Python process, measured whole: start-up, load, exit):
 The library stages run with the allocator settings the CLI makes (``nprof_report.cli``), so
 their figures are those ``ops`` and ``build`` see.
 
-Each stage runs under a small wrapper process that starts it and samples, every 10 ms, the
-resident memory of the stage's whole process tree (``VmRSS`` of the process and of every
-descendant, summed): a stage that decodes with worker processes is charged for all of them at
-once. The peak of that sum is "peak RSS"; the largest single process (``ru_maxrss``) is
-reported beside it. A child that has not called exec yet (its command line still its parent's:
-``subprocess`` forks, then execs) is left out of the sum: it shares the parent's pages, and
-counting them twice put a 600 MiB peak into one run in three of ``diff`` (WeasyPrint's library
-lookups run ``ldconfig`` from the analysed process) and of ``build`` (the PDF worker started
-after the analysis).
+Each stage runs under a small wrapper process (``bench/proctree.py``) that starts it and samples,
+every 10 ms, the resident memory of the stage's whole process tree: a stage that decodes with
+worker processes is charged for all of them at once. The peak of that sum is "peak RSS"; the
+largest single process (``ru_maxrss``) is reported beside it.
 Repeats are interleaved (stage A, B, C, A, B, C, ...) and the median is reported, with ratios to
 the ``orjson`` median of the same run and peak RSS relative to the size of the JSON text (the
 file's size; for ``.json.gz``, the decompressed size).
@@ -89,52 +84,6 @@ _LOADERS = {
 }
 STAGES = [*_LOADERS, "ops"]
 
-# runs argv[1:] sampling the tree's summed VmRSS; prints "<wall s> <peak KiB> <largest KiB> <rc>"
-_WRAPPER = """
-import os, resource, subprocess, sys, time
-
-def cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return None
-
-def tree(pid):
-    # a child whose command line is still its parent's has not called exec yet (subprocess
-    # forks, then execs): it shares the parent's pages, and its RSS is the parent's counted twice
-    out = [pid]
-    for p in out:
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    kids = [int(c) for c in fh.read().split()]
-                out += [c for c in kids if cmdline(c) != cmdline(p)]
-        except OSError:
-            pass
-    return out
-
-def rss(pid):
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-t = time.perf_counter()
-proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
-peak = 0
-while proc.poll() is None:
-    peak = max(peak, sum(rss(p) for p in tree(proc.pid)))
-    time.sleep(0.01)
-wall = time.perf_counter() - t
-largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-sys.stderr.write(f"\\nBENCH {wall:.4f} {max(peak, largest)} {largest} {proc.returncode}\\n")
-"""
-
 
 def compile_package() -> None:
     """Write nprof_report's bytecode, as a regular ``pip install`` does for every package.
@@ -167,7 +116,7 @@ def stage_command(stage: str, trace: Path) -> list[str]:
 def measure(cmd: list[str], timeout: float) -> tuple[float, int, int, int, str]:
     """(wall s, peak tree RSS KiB, largest process KiB, exit code, stderr tail) of ``cmd``."""
     proc = subprocess.run(
-        [sys.executable, "-c", _WRAPPER, *cmd],
+        [sys.executable, str(_HERE / "proctree.py"), *cmd],
         capture_output=True,
         text=True,
         timeout=timeout,
