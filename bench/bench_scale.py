@@ -49,6 +49,7 @@ from run_bench import _json_bytes, compile_package, measure, stage_command  # no
 
 EXE = str(Path(sys.executable).with_name("nprof-report"))
 LAYOUT_NAMES = ("compact", "gzip", "indented", "kineto")
+PLAIN = ("compact", "indented", "kineto")  # reader_floor.py and profile_ops.py read these
 TARGETS = {
     "ops_vs_orjson": 0.25,
     "ops_peak_vs_file": 0.75,
@@ -93,7 +94,7 @@ def _commands(inputs: dict[str, Path], work: Path) -> dict[str, list[str]]:
         if layout in inputs:
             cmds[f"orjson {layout}"] = stage_command("orjson", inputs[layout])
             cmds[f"ops {layout}"] = stage_command("ops", inputs[layout])
-            if layout != "gzip":
+            if layout in PLAIN:
                 floor = [sys.executable, str(_HERE / "reader_floor.py"), str(inputs[layout])]
                 cmds[f"floor {layout}"] = floor
     big = inputs.get("compact") or next(inputs[k] for k in LAYOUT_NAMES if k in inputs)
@@ -173,8 +174,8 @@ def run(work: Path, mb: float, names: int, layouts: list[str], repeats: int) -> 
 def _stages(inputs: dict[str, Path]) -> dict[str, list[str]]:
     """``profile_ops.py``'s lines for each plain layout: where ``ops``' time goes."""
     out = {}
-    for layout in LAYOUT_NAMES:
-        if layout in inputs and layout != "gzip":
+    for layout in PLAIN:
+        if layout in inputs:
             cmd = [sys.executable, str(_HERE / "profile_ops.py"), str(inputs[layout])]
             proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
             out[layout] = proc.stdout.splitlines()

@@ -4,8 +4,8 @@
 
 Finds the ``traceEvents`` array and cuts it into the decode workers' blocks
 (``split._file_blocks``), then ``N`` processes (default: one per CPU, as ``ops`` uses) each read
-every ``N``-th block with ``pl.read_json`` -- the fields ``ops`` reads, 256 KB sub-pieces, the
-schema of ``polars_json`` -- and do nothing else: no checks against the reference loader's rules,
+every ``N``-th block with ``polars_json.read_sub_pieces`` (the decoder's own reading: the fields
+``ops`` reads, in 256 KB sub-pieces) and do nothing else: no checks against the reference loader's rules,
 no columns derived, no parts written, no nesting, no ``key_averages``. Whatever ``ops`` does
 beyond this is on top of it, so ``ops`` cannot be faster than this process on the same file
 (issue 32: the time target is set against ``orjson.loads``; ``bench_scale.py`` runs this beside
@@ -23,10 +23,8 @@ import re
 import sys
 from pathlib import Path
 
-import polars as pl
-
 from nprof_report.parse.read.columns import Columns
-from nprof_report.parse.read.polars_json import _ARRAY, _PART, BOUNDARY
+from nprof_report.parse.read.polars_json import BOUNDARY, read_sub_pieces
 from nprof_report.parse.read.split import _file_blocks
 from nprof_report.parse.read.stream import Reader
 from nprof_report.parse.read.workerpool import default_workers
@@ -44,13 +42,7 @@ def _read_block(fh: io.BufferedReader, start: int, end: int | None) -> int:
         close = _CLOSE.search(body, last[-1] if last else 0)
         assert close is not None, "no end of the events array"
         body = body[: close.start() + 1]
-    rows, at, n = 0, 0, len(body)
-    while at < n:
-        cut = BOUNDARY.search(body, at + _PART) if at + _PART < n else None
-        stop = cut.start() + 1 if cut else n
-        rows += pl.read_json(io.BytesIO(b"[" + body[at:stop] + b"]"), schema=_ARRAY).height
-        at = cut.end() - 1 if cut else n
-    return rows
+    return sum(frame.height for frame in read_sub_pieces(body))
 
 
 def main(argv: list[str] | None = None) -> int:

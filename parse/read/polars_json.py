@@ -40,13 +40,21 @@ from __future__ import annotations
 import io
 import math
 import re
+from collections.abc import Iterator
 
 import orjson
 import polars as pl
 
 from nprof_report.parse.read.rows import clean_text
 
-__all__ = ["BOUNDARY", "CONTROL", "clean_column", "decode_piece", "has_huge_element"]
+__all__ = [
+    "BOUNDARY",
+    "CONTROL",
+    "clean_column",
+    "decode_piece",
+    "has_huge_element",
+    "read_sub_pieces",
+]
 
 # the separator between two elements of the events array (any whitespace)
 BOUNDARY = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -134,18 +142,24 @@ class _Lines:
 _LINES = _Lines()
 
 
-def _read_array(body: bytes) -> pl.DataFrame | None:
-    """The array route: the piece read in sub-pieces; None where it may have read leniently."""
-    frames: list[pl.DataFrame] = []
+def read_sub_pieces(body: bytes) -> Iterator[pl.DataFrame]:
+    """Polars' JSON reader on ``body`` cut at element boundaries into sub-pieces of about
+    :data:`_PART` bytes, each read as an array of its own (raises ``PolarsError`` at the first
+    that does not parse): the reading alone, before any check."""
     start, n = 0, len(body)
     while start < n:
         cut = BOUNDARY.search(body, start + _PART) if start + _PART < n else None
         end = cut.start() + 1 if cut else n
-        try:
-            frames.append(pl.read_json(io.BytesIO(b"[" + body[start:end] + b"]"), schema=_ARRAY))
-        except pl.exceptions.PolarsError:
-            return None
+        yield pl.read_json(io.BytesIO(b"[" + body[start:end] + b"]"), schema=_ARRAY)
         start = cut.end() - 1 if cut else n
+
+
+def _read_array(body: bytes) -> pl.DataFrame | None:
+    """The array route: the piece read in sub-pieces; None where it may have read leniently."""
+    try:
+        frames = list(read_sub_pieces(body))
+    except pl.exceptions.PolarsError:
+        return None
     df = pl.concat(frames)
     dur = pl.col("dur").cast(pl.Float64, strict=False)
     ids = (pl.col("args").struct.field(f) for f in ("External id", "correlation"))
